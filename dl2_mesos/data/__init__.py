@@ -1,0 +1,1 @@
+"""Shipped data files (see PROVENANCE.md)."""

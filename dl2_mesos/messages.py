@@ -1,0 +1,288 @@
+"""Messages between the framework and the executor: versioned JSON.
+
+Transport (see README "Framework <-> executor"):
+
+* :class:`LaunchSpec` travels in ``TaskInfo.data`` with the launch (reliable).
+* Lifecycle goes through Mesos status updates (reliable, acknowledged); the reason is in
+  the update's ``message``.
+* :class:`ProgressReport`, :class:`RescaleReport` and :class:`ResourceUsage` go executor ->
+  framework as framework messages (best effort): progress is cumulative, so a lost message
+  costs nothing.
+* :class:`RescaleRequest` goes framework -> executor as a framework message; the framework
+  re-sends it until the executor's :class:`RescaleReport` for that generation arrives.
+
+Every message is ``{"schema": 1, "kind": "<kind>", "body": {...}}``. :func:`decode` raises
+:class:`~dl2_mesos.errors.MessageSchemaError` for anything malformed, of an unknown kind or of
+an unknown schema version; receivers log and drop such messages.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, ClassVar
+
+from dl2_mesos.errors import MessageSchemaError
+
+SCHEMA_VERSION = 1
+MAX_MESSAGE_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A process of a job: its task, host and port."""
+
+    task_id: str
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """The shape of one *generation* of a job: who the scheduler, servers and workers are.
+
+    ``generation`` grows by one at every rescale; processes of an older generation never talk
+    to processes of a newer one.
+    """
+
+    generation: int
+    scheduler: Endpoint | None  # MXNet scheduler (runs beside PS rank 0); None for PyTorch
+    servers: tuple[Endpoint, ...]
+    workers: tuple[Endpoint, ...]
+
+
+@dataclass(frozen=True)
+class _Message:
+    KIND: ClassVar[str] = ""
+
+
+@dataclass(frozen=True)
+class LaunchSpec(_Message):
+    """What one task runs. ``role`` is ``ps`` or ``worker``; ``rank`` indexes its role in ``cluster``."""
+
+    KIND: ClassVar[str] = "launch"
+    job_id: str
+    task_id: str
+    role: str
+    rank: int
+    runtime: str  # mxnet | pytorch
+    job_type: str
+    epochs: float
+    command: tuple[str, ...]  # argument vector; () -> the package's reference program
+    checkpoint_uri: str  # e.g. hdfs://127.0.0.1:9000/dl2/checkpoints/<job_id>
+    cluster: ClusterSpec
+    restart_count: int = 0
+    progress_interval_s: float = 5.0
+    env: tuple[tuple[str, str], ...] = ()  # extra environment for the training process
+
+
+@dataclass(frozen=True)
+class RescaleRequest(_Message):
+    """Framework -> executor: move the job to ``cluster`` (checkpoint, stop, relaunch, restore).
+
+    ``assignments`` maps each of this executor's task ids that continue to (role, rank) in the
+    new generation; tasks of this executor not listed are being killed by the framework.
+    """
+
+    KIND: ClassVar[str] = "rescale"
+    job_id: str
+    cluster: ClusterSpec
+    assignments: tuple[tuple[str, str, int], ...]  # (task_id, role, rank)
+
+
+@dataclass(frozen=True)
+class ProgressReport(_Message):
+    """Executor -> framework: cumulative progress of one job as seen by one task (worker)."""
+
+    KIND: ClassVar[str] = "progress"
+    job_id: str
+    task_id: str
+    generation: int
+    epoch: float  # epochs done in total (fractional)
+    batch: int  # batches done in total
+    samples_per_second: float
+    loss: float | None = None
+    timestamp: float = 0.0
+
+
+@dataclass(frozen=True)
+class ResourceUsage(_Message):
+    """Executor -> framework: what the job's processes on this agent use (psutil)."""
+
+    KIND: ClassVar[str] = "usage"
+    job_id: str
+    task_id: str
+    cpu_percent: float
+    rss_bytes: int
+    gpu_util: float | None = None
+    timestamp: float = 0.0
+
+
+@dataclass(frozen=True)
+class RescaleReport(_Message):
+    """Executor -> framework: a rescale of ``job_id`` to ``generation`` finished here, with phase times (s)."""
+
+    KIND: ClassVar[str] = "rescaled"
+    job_id: str
+    task_id: str
+    generation: int
+    ok: bool
+    phases: tuple[tuple[str, float], ...] = ()  # e.g. ("stop", 1.2), ("save", 0.4), ("upload", 0.3)...
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class CheckpointReport(_Message):
+    """Executor -> framework: a checkpoint was written."""
+
+    KIND: ClassVar[str] = "checkpoint"
+    job_id: str
+    uri: str
+    epoch: float
+    batch: int
+    generation: int
+
+
+MESSAGE_TYPES: dict[str, type[_Message]] = {
+    cls.KIND: cls
+    for cls in (LaunchSpec, RescaleRequest, ProgressReport, ResourceUsage, RescaleReport, CheckpointReport)
+}
+
+
+def _to_jsonable(obj: Any) -> Any:
+    if isinstance(obj, tuple):
+        return [_to_jsonable(x) for x in obj]
+    if isinstance(obj, list):
+        return [_to_jsonable(x) for x in obj]
+    if isinstance(obj, dict):
+        return {k: _to_jsonable(v) for k, v in obj.items()}
+    return obj
+
+
+def encode(msg: _Message) -> bytes:
+    """Serialise a message to UTF-8 JSON bytes."""
+    body = _to_jsonable(asdict(msg))
+    return json.dumps({"schema": SCHEMA_VERSION, "kind": msg.KIND, "body": body}, allow_nan=False).encode()
+
+
+def encode_b64(msg: _Message) -> str:
+    """Serialise for pymesos fields that carry base64 (``TaskInfo.data``, framework messages)."""
+    return base64.b64encode(encode(msg)).decode()
+
+
+def _endpoint(d: Any, where: str) -> Endpoint:
+    if not isinstance(d, dict):
+        raise MessageSchemaError(f"{where}: expected an object")
+    try:
+        ep = Endpoint(task_id=str(d["task_id"]), host=str(d["host"]), port=int(d["port"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MessageSchemaError(f"{where}: {exc!r}") from None
+    if not (0 <= ep.port <= 65535):
+        raise MessageSchemaError(f"{where}: port {ep.port} out of range")
+    return ep
+
+
+def _cluster(d: Any) -> ClusterSpec:
+    if not isinstance(d, dict):
+        raise MessageSchemaError("cluster: expected an object")
+    try:
+        servers = tuple(_endpoint(x, "cluster.servers") for x in d.get("servers", []))
+        workers = tuple(_endpoint(x, "cluster.workers") for x in d.get("workers", []))
+        sched = d.get("scheduler")
+        return ClusterSpec(
+            generation=int(d["generation"]),
+            scheduler=None if sched is None else _endpoint(sched, "cluster.scheduler"),
+            servers=servers,
+            workers=workers,
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MessageSchemaError(f"cluster: {exc!r}") from None
+
+
+def _tupleize(v: Any) -> Any:
+    if isinstance(v, list):
+        return tuple(_tupleize(x) for x in v)
+    return v
+
+
+def decode(data: bytes | str) -> _Message:
+    """Parse bytes (or a JSON string) into a message.
+
+    Raises:
+        MessageSchemaError: malformed JSON, wrong envelope, unknown kind or schema version,
+            missing or extra fields, wrong types.
+    """
+    if isinstance(data, str):
+        data = data.encode()
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise MessageSchemaError(f"message of {len(data)} bytes exceeds {MAX_MESSAGE_BYTES}")
+    try:
+        env = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MessageSchemaError(f"not JSON: {exc}") from None
+    if not isinstance(env, dict) or set(env) != {"schema", "kind", "body"}:
+        raise MessageSchemaError("envelope must be an object with exactly schema, kind, body")
+    if env["schema"] != SCHEMA_VERSION:
+        raise MessageSchemaError(f"unknown schema version {env['schema']!r} (this side speaks {SCHEMA_VERSION})")
+    cls = MESSAGE_TYPES.get(env["kind"]) if isinstance(env["kind"], str) else None
+    if cls is None:
+        raise MessageSchemaError(f"unknown message kind {env['kind']!r}")
+    body = env["body"]
+    if not isinstance(body, dict):
+        raise MessageSchemaError("body must be an object")
+    names = {f.name for f in fields(cls)}
+    extra = set(body) - names
+    if extra:
+        raise MessageSchemaError(f"{cls.KIND}: unknown fields {sorted(extra)}")
+    kw: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.name not in body:
+            if f.default is field().default and f.default_factory is field().default_factory:  # type: ignore[misc]
+                raise MessageSchemaError(f"{cls.KIND}: missing field {f.name!r}")
+            continue
+        v = body[f.name]
+        if f.name == "cluster":
+            v = _cluster(v)
+        else:
+            v = _tupleize(v)
+        kw[f.name] = v
+    try:
+        msg = cls(**kw)
+    except TypeError as exc:
+        raise MessageSchemaError(f"{cls.KIND}: {exc}") from None
+    _check_types(msg)
+    return msg
+
+
+def decode_b64(data: str | bytes) -> _Message:
+    """Inverse of :func:`encode_b64`."""
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (ValueError, TypeError) as exc:
+        raise MessageSchemaError(f"not base64: {exc}") from None
+    return decode(raw)
+
+
+_STR_FIELDS = {"job_id", "task_id", "role", "runtime", "job_type", "checkpoint_uri", "uri", "reason"}
+_NUM_FIELDS = {"epochs", "epoch", "samples_per_second", "progress_interval_s", "cpu_percent", "timestamp"}
+_INT_FIELDS = {"rank", "restart_count", "batch", "generation", "rss_bytes"}
+
+
+def _check_types(msg: _Message) -> None:
+    for f in fields(msg):
+        v = getattr(msg, f.name)
+        if f.name in _STR_FIELDS and not isinstance(v, str):
+            raise MessageSchemaError(f"{msg.KIND}.{f.name}: expected a string")
+        if f.name in _NUM_FIELDS and (
+            isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+        ):
+            raise MessageSchemaError(f"{msg.KIND}.{f.name}: expected a finite number")
+        if f.name in _INT_FIELDS and (isinstance(v, bool) or not isinstance(v, int)):
+            raise MessageSchemaError(f"{msg.KIND}.{f.name}: expected an integer")
+    if isinstance(msg, LaunchSpec):
+        if msg.role not in ("ps", "worker"):
+            raise MessageSchemaError(f"launch.role: expected ps or worker, got {msg.role!r}")
+        if not all(isinstance(a, str) for a in msg.command):
+            raise MessageSchemaError("launch.command: expected a list of strings")

@@ -1,0 +1,1 @@
+"""Policies, simulator and training (installed as dl2_mesos.policy)."""

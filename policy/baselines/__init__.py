@@ -1,0 +1,1 @@
+"""Baseline schedulers, one per module."""

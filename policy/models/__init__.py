@@ -1,0 +1,1 @@
+"""The shipped pre-trained DL2 model."""

@@ -1,0 +1,20 @@
+"""Shared fixtures. Real services are started here, once per test session, and stopped at the end.
+
+Component-specific fixtures live in each test folder's own conftest.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dl2_mesos.testing.zookeeper import ZooKeeperServer, zookeeper_available
+
+
+@pytest.fixture(scope="session")
+def zookeeper():
+    """A real standalone ZooKeeper for the whole test session."""
+    if not zookeeper_available():
+        pytest.fail("ZooKeeper is not installed: run `bash scripts/install_services.sh` (CI does)")
+    server = ZooKeeperServer().start()
+    yield server
+    server.close()
