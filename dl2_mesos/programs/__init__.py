@@ -1,0 +1,1 @@
+"""Reference training programs run as job processes (under the job interpreter, e.g. .venv-jobs)."""

@@ -1,0 +1,1 @@
+"""The DL2 learned policy: features, actions, network, decision loop, training."""
