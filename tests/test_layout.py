@@ -1,0 +1,72 @@
+"""The packaging rules of the README "Layout" section, enforced."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GENERIC = {"framework", "executor", "policy"}
+SOURCE_DIRS = ["dl2_mesos", "framework", "executor", "policy", "tests", "bench"]
+
+
+def _python_files():
+    for d in SOURCE_DIRS:
+        yield from (ROOT / d).rglob("*.py")
+
+
+def test_no_generic_top_level_imports():
+    offenders = []
+    for path in _python_files():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            for n in names:
+                if n.split(".")[0] in GENERIC:
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: import {n}")
+    assert not offenders, "use dl2_mesos.<component>, never the bare folder name:\n" + "\n".join(offenders)
+
+
+def test_components_import_under_the_namespace():
+    for name in ("dl2_mesos.framework", "dl2_mesos.executor", "dl2_mesos.policy"):
+        mod = importlib.import_module(name)
+        folder = name.split(".")[1]
+        assert Path(mod.__file__).resolve().parent == ROOT / folder
+
+
+def test_every_package_folder_is_declared_in_pyproject():
+    import tomllib
+
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    declared = set(cfg["packages"])
+    mapping = {v: k for k, v in cfg["package-dir"].items()}
+    missing = []
+    for init in list((ROOT / "dl2_mesos").rglob("__init__.py")) + [
+        p for d in ("framework", "executor", "policy") for p in (ROOT / d).rglob("__init__.py")
+    ]:
+        rel = init.parent.relative_to(ROOT).as_posix()
+        if "__pycache__" in rel:
+            continue
+        name = mapping.get(rel) or rel.replace("/", ".")
+        if name.split(".")[0] != "dl2_mesos":
+            top = rel.split("/")[0]
+            name = mapping.get(top, "") + rel[len(top):].replace("/", ".")
+        if name not in declared:
+            missing.append(f"{rel} (as {name})")
+    assert not missing, f"package folders missing from pyproject [tool.setuptools] packages: {missing}"
+
+
+def test_executor_module_runs_from_any_directory(tmp_path):
+    # `python -m dl2_mesos.executor --help`-free check: the module spec resolves outside the repo
+    out = subprocess.run(
+        [sys.executable, "-c", "import importlib.util as u; print(u.find_spec('dl2_mesos.executor').origin)"],
+        cwd=tmp_path, capture_output=True, text=True, check=True,
+    )
+    assert out.stdout.strip().endswith("executor/__init__.py")
