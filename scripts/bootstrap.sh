@@ -2,7 +2,8 @@
 # Set up dl2-mesos on a fresh Debian machine.
 #
 #   bash scripts/bootstrap.sh            # .venv with the package (framework, executor, policy, local cluster)
-#   bash scripts/bootstrap.sh --test     # + test tools, ZooKeeper, Java/HDFS jars, MXNet job env, Chromium
+#                                        # + .venv-jobs, the job runtime (MXNet 1.9.1 / numpy 1.23.5, torch)
+#   bash scripts/bootstrap.sh --test     # + test tools, ZooKeeper, Java/HDFS jars, Chromium
 #
 # Idempotent: re-running skips what is already there. Everything lands inside the repo
 # (.venv, .venv-jobs, .cache/) except Debian packages.
@@ -45,6 +46,7 @@ EXTRAS=""
 log "installing dl2-mesos$EXTRAS (editable)"
 "$VPY" -m pip install -q -e ".$EXTRAS"
 
+bash "$ROOT/scripts/install_job_env.sh"
 if [ "$WITH_TEST" = 1 ]; then
   bash "$ROOT/scripts/install_services.sh"
 fi

@@ -3,7 +3,6 @@
 #   - Debian: ZooKeeper 3.8, OpenJDK (normally present), Jersey 1 jars for WebHDFS, Chromium.
 #   - Hadoop 2.7.3 jars (HDFS NameNode/DataNode), taken from PyPI's pyspark 2.4.8 source archive,
 #     unpacked to .cache/hadoop-jars.
-#   - .venv-jobs: the job runtime interpreter (MXNet 1.9.1 needs numpy < 1.24; torch for PyTorch jobs).
 # Idempotent.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -32,12 +31,4 @@ if [ ! -f "$JARS/hadoop-hdfs-2.7.3.jar" ]; then
   rm -rf "$TMP"
 fi
 
-if [ ! -x .venv-jobs/bin/python ] || ! .venv-jobs/bin/python -c "import mxnet, torch" 2>/dev/null; then
-  log "creating .venv-jobs (mxnet 1.9.1, numpy 1.23.5, torch 2.13.0)"
-  "$PY" -m venv .venv-jobs
-  .venv-jobs/bin/python -m pip install -q --upgrade pip
-  .venv-jobs/bin/python -m pip install -q mxnet==1.9.1 numpy==1.23.5 torch==2.13.0 psutil
-  # the job-side helper (dl2_mesos.job_runtime) is imported from the repo via PYTHONPATH-free install
-  .venv-jobs/bin/python -m pip install -q --no-deps -e "$ROOT"
-fi
 log "done"
