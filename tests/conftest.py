@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from dl2_mesos.testing.hdfs import HdfsCluster, hdfs_available
 from dl2_mesos.testing.zookeeper import ZooKeeperServer, zookeeper_available
 
 
@@ -18,3 +19,16 @@ def zookeeper():
     server = ZooKeeperServer().start()
     yield server
     server.close()
+
+
+@pytest.fixture(scope="session")
+def hdfs():
+    """A real single-node HDFS (NameNode + DataNode + WebHDFS) for the whole test session.
+
+    Tests that stop it (outage tests) must call ``hdfs.start()`` again before they finish.
+    """
+    if not hdfs_available():
+        pytest.fail("HDFS is not installed: run `bash scripts/install_services.sh` (CI does)")
+    cluster = HdfsCluster().start()
+    yield cluster
+    cluster.close()
