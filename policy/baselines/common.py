@@ -1,0 +1,121 @@
+"""What every baseline shares: growing jobs unit by unit with a per-agent fit check.
+
+Decisions (dl2-facts 5, 10.10, 11.4, 11.6), the same for every baseline:
+
+* Baselines decide **from scratch** every slot, as in the reference: the board starts from the
+  agents' available resources with nothing placed; the simulator/framework then keeps running
+  tasks where the new counts allow (``dl2_mesos.placement.place``).
+* The allocation **unit** is the reference's bundle: +1 PS and +1 worker (just +1 worker for
+  jobs without PS, and just the role still below its cap when the other one is capped),
+  placed co-located on the least-loaded agent that fits both, else the two tasks separately
+  on the least-loaded agents that fit each -- exactly what ``place`` will do with them, so
+  what a baseline decides is what it gets. A job's first unit is its minimum (``min_ps`` PS,
+  ``min_workers`` workers), all or nothing.
+* A unit that fits nowhere is **not** the end of the pass (the prototype's quirk 10.10): that
+  job is skipped and the others are still tried.
+"""
+
+from __future__ import annotations
+
+from dl2_mesos.allocation import Allocation, JobAllocation
+from dl2_mesos.cluster import ClusterState, JobView
+from dl2_mesos.placement import PlacementBoard
+from dl2_mesos.resources import Resources
+
+
+class Grower:
+    """Counts decided so far plus the board that checks each new task fits some agent."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.board = PlacementBoard(state.agents)
+        self.counts: dict[str, list[int]] = {}
+
+    # -- queries ---------------------------------------------------------------------------------
+    def get(self, job: JobView) -> tuple[int, int]:
+        c = self.counts.get(job.job_id)
+        return (c[0], c[1]) if c else (0, 0)
+
+    def can_grow(self, job: JobView) -> bool:
+        ps, w = self.get(job)
+        return w < job.spec.max_workers or (job.spec.uses_ps and ps < job.spec.max_ps)
+
+    def can_add(self, job: JobView, role: str) -> bool:
+        ps, w = self.get(job)
+        if role == "ps":
+            return job.spec.uses_ps and ps < job.spec.max_ps
+        return w < job.spec.max_workers
+
+    def dominant_share(self, job: JobView) -> float:
+        ps, w = self.get(job)
+        return job.demand(ps, w).share_of(self.state.capacity)
+
+    def allocation(self) -> Allocation:
+        return Allocation({jid: JobAllocation(c[0], c[1]) for jid, c in self.counts.items() if c[0] or c[1]})
+
+    # -- growing -----------------------------------------------------------------------------------
+    def _place_tasks(self, job: JobView, n_ps: int, n_w: int) -> bool:
+        """Place n_ps PS and n_w workers (pairs as bundles), all or nothing."""
+        ps_r, w_r = job.spec.ps, job.spec.worker
+        assert ps_r is not None and w_r is not None
+        placed: list[tuple[str, Resources]] = []
+        ok = True
+        pairs = min(n_ps, n_w)
+        for _ in range(pairs):
+            agent = self.board.place(ps_r + w_r)
+            if agent is None:
+                break
+            placed.append((agent, ps_r + w_r))
+            n_ps -= 1
+            n_w -= 1
+        for res, n in ((w_r, n_w), (ps_r, n_ps)):
+            for _ in range(n):
+                agent = self.board.place(res)
+                if agent is None:
+                    ok = False
+                    break
+                placed.append((agent, res))
+            if not ok:
+                break
+        if not ok:
+            for agent, res in placed:
+                self.board.release(agent, res)
+        return ok
+
+    def add_unit(self, job: JobView) -> bool:
+        """Add one unit (first: the minimum; then a bundle); False (and no change) if it fits nowhere."""
+        ps, w = self.get(job)
+        spec = job.spec
+        if ps == 0 and w == 0:
+            add_ps = max(spec.min_ps, 1) if spec.uses_ps else 0
+            add_w = max(spec.min_workers, 1)
+        else:
+            add_ps = 1 if (spec.uses_ps and ps < spec.max_ps) else 0
+            add_w = 1 if w < spec.max_workers else 0
+        if add_ps == 0 and add_w == 0:
+            return False
+        if not self._place_tasks(job, add_ps, add_w):
+            return False
+        self.counts[job.job_id] = [ps + add_ps, w + add_w]
+        return True
+
+    def add_task(self, job: JobView, role: str) -> bool:
+        """Add one PS or one worker (a job's first task brings the minimum of the other role)."""
+        ps, w = self.get(job)
+        spec = job.spec
+        if not self.can_add(job, role):
+            return False
+        if ps == 0 and w == 0:
+            return self.add_unit(job)
+        add_ps, add_w = (1, 0) if role == "ps" else (0, 1)
+        if not self._place_tasks(job, add_ps, add_w):
+            return False
+        self.counts[job.job_id] = [ps + add_ps, w + add_w]
+        return True
+
+    def fill(self, job: JobView) -> int:
+        """Add units to ``job`` until its caps or the cluster stop it; returns how many were added."""
+        n = 0
+        while self.can_grow(job) and self.add_unit(job):
+            n += 1
+        return n
