@@ -13,6 +13,7 @@ task still fit?); :func:`place` turns target counts into tasks to keep, stop and
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -25,33 +26,90 @@ from dl2_mesos.resources import Resources
 class PlacementBoard:
     """Free resources per agent, with least-loaded-fit placement.
 
-    Args:
-        agents: the agents, in tie-break order.
-        fresh: when True start from each agent's ``available`` resources (decide from scratch,
-            as the reference's policies do every slot); tasks can then be charged explicitly.
+    Starts from each agent's ``available`` resources with nothing used (deciding from scratch,
+    as the reference's policies do every slot); running tasks can be charged explicitly.
+
+    Implementation: agents in the same state (same capacity and same used resources) are
+    interchangeable except for their tie-break order, and a homogeneous cluster has only a
+    few dozen distinct states however many agents it has. So agents are grouped by state;
+    the states are kept sorted by (load, state), each with a lazy min-heap of its agents'
+    indices. A search walks the states in load order, stops at the first load level where
+    one fits, and takes the lowest index among the fitting states of that level -- exactly
+    "least-loaded agent that fits, ties to the earlier agent", in time independent of the
+    number of agents.
     """
 
     def __init__(self, agents: Sequence[AgentView]) -> None:
         self._ids = [a.agent_id for a in agents]
         self._index = {a.agent_id: i for i, a in enumerate(agents)}
-        self._cap = [a.available for a in agents]
-        self._used = [Resources() for _ in agents]
-        # Heap of (load, index); entries go stale when an agent's load changes, and are
-        # validated lazily against the current load when popped.
-        self._heap = [(0.0, i) for i in range(len(agents))]
-        heapq.heapify(self._heap)
+        self._cap = [(a.available.cpus, a.available.gpus, a.available.mem) for a in agents]
+        self._used = [(0.0, 0.0, 0.0)] * len(agents)
+        self._key: list[tuple] = [()] * len(agents)  # each agent's current state key
+        self._count: dict[tuple, int] = {}  # state key -> number of agents in it
+        self._members: dict[tuple, list[int]] = {}  # state key -> lazy min-heap of agent indices
+        # bulk initial grouping (agents with equal capacity share a state); indices are
+        # appended in increasing order, so every member list is already a valid heap
+        keys: dict[tuple, tuple] = {}
+        for i, cap in enumerate(self._cap):
+            key = keys.get(cap)
+            if key is None:
+                key = keys[cap] = self._state_key(i)
+            self._key[i] = key
+            self._members.setdefault(key, []).append(i)
+        self._count = {k: len(v) for k, v in self._members.items()}
+        self._order: list[tuple] = sorted(self._members)  # state keys sorted (load first)
+
+    # -- state bookkeeping -------------------------------------------------------------------
+    def _state_key(self, i: int) -> tuple:
+        (uc, ug, um), (cc, cg, cm) = self._used[i], self._cap[i]
+        # the same float expression as Resources.load_of, so loads compare exactly alike
+        load = 0.0
+        if cc > 0:
+            load += uc / cc
+        if cg > 0:
+            load += ug / cg
+        return (load, cc - uc, cg - ug, cm - um, cc, cg, cm)
+
+    def _enter(self, i: int) -> None:
+        key = self._state_key(i)
+        self._key[i] = key
+        n = self._count.get(key, 0)
+        self._count[key] = n + 1
+        if n == 0:
+            bisect.insort(self._order, key)
+            self._members[key] = [i]
+        else:
+            heapq.heappush(self._members[key], i)
+
+    def _leave(self, i: int) -> None:
+        key = self._key[i]
+        n = self._count[key] - 1
+        if n == 0:
+            del self._count[key]
+            del self._members[key]
+            del self._order[bisect.bisect_left(self._order, key)]
+        else:
+            self._count[key] = n
+            # the heap entry goes stale; it is dropped when it reaches the top
+
+    def _first_member(self, key: tuple) -> int:
+        heap = self._members[key]
+        while self._key[heap[0]] != key:
+            heapq.heappop(heap)
+        return heap[0]
+
+    def _set_used(self, i: int, used: tuple[float, float, float]) -> None:
+        self._leave(i)
+        self._used[i] = used
+        self._enter(i)
 
     # -- queries ---------------------------------------------------------------------------
     def load(self, agent_id: str) -> float:
-        i = self._index[agent_id]
-        return self._used[i].load_of(self._cap[i])
+        return self._key[self._index[agent_id]][0]
 
     def free(self, agent_id: str) -> Resources:
-        i = self._index[agent_id]
-        return self._cap[i] - self._used[i]
-
-    def _load_i(self, i: int) -> float:
-        return self._used[i].load_of(self._cap[i])
+        k = self._key[self._index[agent_id]]
+        return Resources(k[1], k[2], k[3])
 
     def least_loaded_fit(self, demand: Resources) -> str | None:
         """The agent a task of ``demand`` would go on, or None when no agent fits it."""
@@ -59,43 +117,51 @@ class PlacementBoard:
         return None if i is None else self._ids[i]
 
     def _find(self, demand: Resources) -> int | None:
-        # Pop stale entries; scan agents in (load, index) order until one fits. Entries
-        # popped while scanning are pushed back.
-        popped: list[tuple[float, int]] = []
-        found = None
-        seen: set[int] = set()
-        while self._heap:
-            load, i = heapq.heappop(self._heap)
-            if i in seen or abs(load - self._load_i(i)) > 1e-12:
-                continue  # stale or duplicate entry
-            seen.add(i)
-            popped.append((load, i))
-            if demand.fits_in(self._cap[i] - self._used[i]):
-                found = i
+        dc, dg, dm = demand.cpus - 1e-9, demand.gpus - 1e-9, demand.mem - 1e-9
+        best = None
+        level = None
+        for key in self._order:
+            if level is not None and key[0] != level:
                 break
-        for e in popped:
-            heapq.heappush(self._heap, e)
-        return found
+            if key[1] >= dc and key[2] >= dg and key[3] >= dm:
+                level = key[0]
+                i = self._first_member(key)
+                if best is None or i < best:
+                    best = i
+        return best
 
     # -- mutations -------------------------------------------------------------------------
     def charge(self, agent_id: str, demand: Resources) -> None:
         """Record ``demand`` as used on ``agent_id`` (an already placed task)."""
         i = self._index[agent_id]
-        self._used[i] = self._used[i] + demand
-        heapq.heappush(self._heap, (self._load_i(i), i))
+        uc, ug, um = self._used[i]
+        self._set_used(i, (uc + demand.cpus, ug + demand.gpus, um + demand.mem))
+
+    def charge_many(self, placed: Iterable[tuple[str, Resources]]) -> None:
+        """Charge many (agent id, demand) pairs at once (one state change per agent)."""
+        totals: dict[int, list[float]] = {}
+        for agent_id, d in placed:
+            t = totals.setdefault(self._index[agent_id], [0.0, 0.0, 0.0])
+            t[0] += d.cpus
+            t[1] += d.gpus
+            t[2] += d.mem
+        for i, (c, g, m) in totals.items():
+            uc, ug, um = self._used[i]
+            self._set_used(i, (uc + c, ug + g, um + m))
 
     def release(self, agent_id: str, demand: Resources) -> None:
         """Give back ``demand`` on ``agent_id``."""
         i = self._index[agent_id]
-        self._used[i] = self._used[i] - demand
-        heapq.heappush(self._heap, (self._load_i(i), i))
+        uc, ug, um = self._used[i]
+        self._set_used(i, (uc - demand.cpus, ug - demand.gpus, um - demand.mem))
 
     def place(self, demand: Resources) -> str | None:
         """Place one task on the least-loaded agent that fits; None (and no change) if none fits."""
         i = self._find(demand)
         if i is None:
             return None
-        self.charge(self._ids[i], demand)
+        uc, ug, um = self._used[i]
+        self._set_used(i, (uc + demand.cpus, ug + demand.gpus, um + demand.mem))
         return self._ids[i]
 
     def place_bundle(self, ps: Resources, worker: Resources) -> str | None:
@@ -164,8 +230,7 @@ def place(target: Allocation, state: ClusterState) -> PlacementPlan:
     kept_by_job: dict[str, dict[str, list[TaskView]]] = {}
 
     # Pass 1: charge every running task, then choose the ones to stop.
-    for t in state.tasks:
-        board.charge(t.agent_id, t.resources)
+    board.charge_many((t.agent_id, t.resources) for t in state.tasks)
     for job_id, roles in running.items():
         want = target.get_counts(job_id) if job_id in jobs else JobAllocation(0, 0)
         kept_by_job[job_id] = {}

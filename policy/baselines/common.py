@@ -30,6 +30,9 @@ class Grower:
         self.state = state
         self.board = PlacementBoard(state.agents)
         self.counts: dict[str, list[int]] = {}
+        self._resources: dict[str, tuple[Resources, Resources, Resources]] = {}
+        cap = state.capacity
+        self._cap = (cap.cpus, cap.gpus, cap.mem)
 
     # -- queries ---------------------------------------------------------------------------------
     def get(self, job: JobView) -> tuple[int, int]:
@@ -47,30 +50,50 @@ class Grower:
         return w < job.spec.max_workers
 
     def dominant_share(self, job: JobView) -> float:
+        """The job's dominant share of the cluster at the counts decided so far."""
         ps, w = self.get(job)
-        return job.demand(ps, w).share_of(self.state.capacity)
+        ps_r, w_r, _ = self._res(job)
+        share = 0.0
+        for used, cap in zip(
+            (ps * ps_r.cpus + w * w_r.cpus, ps * ps_r.gpus + w * w_r.gpus, ps * ps_r.mem + w * w_r.mem), self._cap
+        ):
+            if cap > 0 and used / cap > share:
+                share = used / cap
+        return share
 
     def allocation(self) -> Allocation:
         return Allocation({jid: JobAllocation(c[0], c[1]) for jid, c in self.counts.items() if c[0] or c[1]})
 
     # -- growing -----------------------------------------------------------------------------------
+    def _res(self, job: JobView) -> tuple[Resources, Resources, Resources]:
+        """(PS demand, worker demand, bundle demand) of ``job``, built once per decision."""
+        r = self._resources.get(job.job_id)
+        if r is None:
+            ps_r, w_r = job.spec.ps, job.spec.worker
+            assert ps_r is not None and w_r is not None
+            r = self._resources[job.job_id] = (ps_r, w_r, ps_r + w_r)
+        return r
+
     def _place_tasks(self, job: JobView, n_ps: int, n_w: int) -> bool:
         """Place n_ps PS and n_w workers (pairs as bundles), all or nothing."""
-        ps_r, w_r = job.spec.ps, job.spec.worker
-        assert ps_r is not None and w_r is not None
+        ps_r, w_r, bundle_r = self._res(job)
+        board = self.board
+        if n_ps == 1 and n_w == 1:  # the common case: one bundle
+            if board.place(bundle_r) is not None:
+                return True
         placed: list[tuple[str, Resources]] = []
         ok = True
         pairs = min(n_ps, n_w)
         for _ in range(pairs):
-            agent = self.board.place(ps_r + w_r)
+            agent = board.place(bundle_r)
             if agent is None:
                 break
-            placed.append((agent, ps_r + w_r))
+            placed.append((agent, bundle_r))
             n_ps -= 1
             n_w -= 1
         for res, n in ((w_r, n_w), (ps_r, n_ps)):
             for _ in range(n):
-                agent = self.board.place(res)
+                agent = board.place(res)
                 if agent is None:
                     ok = False
                     break
@@ -79,12 +102,13 @@ class Grower:
                 break
         if not ok:
             for agent, res in placed:
-                self.board.release(agent, res)
+                board.release(agent, res)
         return ok
 
     def add_unit(self, job: JobView) -> bool:
         """Add one unit (first: the minimum; then a bundle); False (and no change) if it fits nowhere."""
-        ps, w = self.get(job)
+        c = self.counts.get(job.job_id)
+        ps, w = (c[0], c[1]) if c else (0, 0)
         spec = job.spec
         if ps == 0 and w == 0:
             add_ps = max(spec.min_ps, 1) if spec.uses_ps else 0
@@ -96,7 +120,11 @@ class Grower:
             return False
         if not self._place_tasks(job, add_ps, add_w):
             return False
-        self.counts[job.job_id] = [ps + add_ps, w + add_w]
+        if c:
+            c[0] += add_ps
+            c[1] += add_w
+        else:
+            self.counts[job.job_id] = [add_ps, add_w]
         return True
 
     def add_task(self, job: JobView, role: str) -> bool:

@@ -22,7 +22,6 @@ class DRFPolicy:
 
     def decide(self, state: ClusterState) -> Allocation:
         g = Grower(state)
-        cap = state.capacity
         heap = [(0.0, i, j.job_id) for i, j in enumerate(state.jobs)]
         heapq.heapify(heap)
         while heap:
@@ -31,6 +30,5 @@ class DRFPolicy:
             if not g.add_unit(job):
                 continue  # does not fit anywhere: skip this job, keep serving the others
             if g.can_grow(job):
-                ps, w = g.get(job)
-                heapq.heappush(heap, (job.demand(ps, w).share_of(cap), i, job_id))
+                heapq.heappush(heap, (g.dominant_share(job), i, job_id))
         return g.allocation()

@@ -242,10 +242,16 @@ class Simulator:
             raise RuntimeError("the simulation is done; call reset()")
         state = self.state()
         validate_allocation(allocation, state)
-        plan = place(allocation, state) if (allocation or self._tasks) else None
-        granted = plan.granted if plan is not None else Allocation()
+        if self._unchanged(allocation):
+            # nothing to stop or start: place() would keep every task (same result, no work)
+            plan = None
+            granted = Allocation({j.job_id: JobAllocation(j.num_ps, j.num_workers) for j in self._active.values() if j.num_workers or j.num_ps})
+            tasks = list(self._tasks)
+        else:
+            plan = place(allocation, state)
+            granted = plan.granted
+            tasks = list(plan.keep)
         slot_s = self.config.slot_seconds
-        tasks = list(plan.keep) if plan is not None else []
         if plan is not None:
             for p in plan.start:
                 self._task_seq += 1
@@ -331,6 +337,14 @@ class Simulator:
                 len(self._active) + len(self._pending),
             )
         return SlotOutcome(reward, epochs, tuple(finished), tuple(rescaled), self.done, granted)
+
+    def _unchanged(self, allocation: Allocation) -> bool:
+        """True when ``allocation`` asks every job for exactly the counts it has."""
+        for job in self._active.values():
+            c = allocation.get_counts(job.job_id)
+            if c.num_ps != job.num_ps or c.num_workers != job.num_workers:
+                return False
+        return True
 
     # -- results ---------------------------------------------------------------------------------
     def metrics(self, policy: str = "") -> RunMetrics:

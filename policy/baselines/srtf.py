@@ -1,0 +1,43 @@
+"""Shortest remaining time first.
+
+Like FIFO (jobs grown to their caps one after the other), but in order of **remaining time**
+(ambiguity 11.3): remaining epochs / epochs per second, the speed taken at the job's current
+counts when it runs and at one bundle (its minimum) when it does not; ties by arrival. The
+prototype sorted by remaining *fraction*, under which all new jobs tie at 1.0 and SRTF
+degenerates to FIFO. Using the current counts keeps a running job's estimate consistent from
+slot to slot (it does not look slower just because a rival would get fewer tasks).
+``starter_bundle`` as for FIFO (off by default).
+"""
+
+from __future__ import annotations
+
+from dl2_mesos.allocation import Allocation
+from dl2_mesos.cluster import ClusterState, JobView
+from dl2_mesos.policy.baselines.fifo import serve_in_order
+from dl2_mesos.speed_model import default_speed_model
+
+
+def remaining_seconds(job: JobView, speed_model) -> float:
+    """Remaining epochs over the speed at the current counts (or at the minimum when idle)."""
+    spec = job.spec
+    ps, w = job.num_ps, job.num_workers
+    if w == 0:
+        ps, w = (max(spec.min_ps, 1) if spec.uses_ps else 0), max(spec.min_workers, 1)
+    eps = speed_model.epochs_per_second(spec.job_type, ps, w, spec.uses_ps)
+    return job.remaining_epochs / eps if eps > 0 else float("inf")
+
+
+class SRTFPolicy:
+    """Serve jobs fully, shortest remaining time first."""
+
+    name = "srtf"
+
+    def __init__(self, starter_bundle: bool = False, speed_model=None) -> None:
+        self.starter_bundle = starter_bundle
+        self.speed_model = speed_model if speed_model is not None else default_speed_model()
+
+    def decide(self, state: ClusterState) -> Allocation:
+        order = sorted(
+            state.jobs, key=lambda j: (remaining_seconds(j, self.speed_model), j.arrival_time, j.job_id)
+        )
+        return serve_in_order(state, order, self.starter_bundle)
