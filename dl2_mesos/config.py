@@ -1,0 +1,277 @@
+"""The framework's one ``Config``: loaded once from a TOML file, then ``DL2_*`` environment
+variables, then command-line flags (flags win).
+
+Keys (TOML top level, env ``DL2_<KEY>`` upper-cased, flag ``--<key-with-dashes>``) are the
+field names of :class:`Config`. Durations accept ``90``, ``90s``, ``5m``, ``1h``, ``1d``.
+Every bad value raises :class:`~dl2_mesos.errors.ConfigError` naming the key, its source and
+the rule it breaks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shlex
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from dl2_mesos.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ENV_PREFIX = "DL2_"
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNITS = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(value: Any, key: str = "duration") -> float:
+    """Seconds from ``90``, ``"90s"``, ``"5m"``, ``"1.5h"``, ``"1d"``, ``"250ms"``."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{key}: expected a duration like 20m, got {value!r}")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    else:
+        m = _DURATION_RE.match(str(value))
+        if not m:
+            raise ConfigError(f"{key}: expected a duration like 90s, 20m or 1h, got {value!r}")
+        seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    if seconds < 0:
+        raise ConfigError(f"{key}: must be >= 0, got {value!r}")
+    return seconds
+
+
+def _default_executor_command() -> str:
+    return f"{shlex.quote(sys.executable)} -m dl2_mesos.executor"
+
+
+@dataclass(frozen=True)
+class Config:
+    """Every setting of ``dl2 framework``. See ``deploy/config/dl2.example.toml``."""
+
+    # --- Mesos -----------------------------------------------------------------------------
+    master: str = "127.0.0.1:5050"  # host:port or zk://host:2181/mesos
+    framework_name: str = "dl2"
+    role: str = "*"
+    user: str = ""  # run tasks as this user ("" = the agent's default)
+    principal: str = ""
+    secret: str = ""
+    failover_timeout: float = 7 * 86400.0  # how long Mesos keeps our tasks while no scheduler is up
+    connect_timeout: float = 30.0  # give up when the master or ZooKeeper stays unreachable this long
+    executor_command: str = field(default_factory=_default_executor_command)
+    executor_cpus: float = 0.0  # resources of the executor itself (0 = none declared)
+    executor_mem: float = 0.0
+    kill_grace: float = 30.0  # SIGTERM -> SIGKILL grace for a task (kill policy)
+    # --- ZooKeeper / state -------------------------------------------------------------------
+    zk: str = "none"  # zk://host:2181/dl2 or "none" (file store in state_dir, single replica)
+    zk_timeout: float = 10.0  # session timeout
+    zk_digest: str = ""  # "user:password" -> digest ACL on every node we create
+    state_dir: str = "./dl2-state"  # for zk = "none"
+    # --- scheduling --------------------------------------------------------------------------
+    policy: str = "dl2"
+    policy_args: Mapping[str, Any] = field(default_factory=dict)
+    slot: float = 1200.0  # the DL2 time slot (seconds)
+    offer_hold: float = 30.0  # keep an offer at most this long before declining it
+    offer_wait: float = 5.0  # at a slot boundary, wait at most this long for offers
+    launch_timeout: float = 60.0  # a planned launch waits at most this long for its offers
+    rescale_resend: float = 5.0  # re-send a RescaleRequest every ... until its report arrives
+    max_task_failures: int = 3  # failed launches of a job before it is marked failed
+    checkpoint_root: str = "file:///tmp/dl2/checkpoints"
+    progress_interval: float = 5.0
+    task_env: Mapping[str, str] = field(default_factory=dict)  # extra env for training processes
+    # --- online learning ---------------------------------------------------------------------
+    online_learning: bool = True
+    online_window: int = 10  # slots per reward window (rollback check)
+    rollback_margin: float = 0.2  # roll back when window reward < (1 - margin) * baseline
+    model_keep: int = 5  # model versions kept in the state store
+    # --- HTTP API ----------------------------------------------------------------------------
+    api: str = "0.0.0.0:8080"  # listen host:port
+    advertise_url: str = ""  # URL other replicas redirect to ("" = http://<hostname>:<port>)
+    api_token: str = ""  # bearer token for writes ("" = writes open)
+    max_body_bytes: int = 64 * 1024
+
+    # -- derived --------------------------------------------------------------------------------
+    @property
+    def api_host(self) -> str:
+        return self.api.rsplit(":", 1)[0]
+
+    @property
+    def api_port(self) -> int:
+        return int(self.api.rsplit(":", 1)[1])
+
+    @property
+    def uses_zookeeper(self) -> bool:
+        return self.zk.startswith("zk://")
+
+    @property
+    def zk_hosts(self) -> str:
+        """kazoo connection string of ``zk`` (host list without the path)."""
+        rest = self.zk[len("zk://"):]
+        return rest.split("/", 1)[0]
+
+    @property
+    def zk_path(self) -> str:
+        rest = self.zk[len("zk://"):]
+        path = "/" + rest.split("/", 1)[1] if "/" in rest else "/dl2"
+        return path.rstrip("/") or "/dl2"
+
+    def public_url(self) -> str:
+        """The URL clients and the other replicas use to reach this replica's API."""
+        if self.advertise_url:
+            return self.advertise_url.rstrip("/")
+        host = self.api_host
+        if host in ("0.0.0.0", "", "::"):
+            import socket
+
+            host = socket.gethostname()
+        return f"http://{host}:{self.api_port}"
+
+    def redacted(self) -> dict[str, Any]:
+        """The settings as a dict with secrets masked (for logs and the status page)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        for k in ("secret", "api_token", "zk_digest"):
+            if out[k]:
+                out[k] = "***"
+        out["policy_args"] = dict(out["policy_args"])
+        out["task_env"] = dict(out["task_env"])
+        return out
+
+
+_FIELDS = {f.name: f for f in fields(Config)}
+_DURATIONS = {
+    "failover_timeout", "connect_timeout", "kill_grace", "zk_timeout", "slot", "offer_hold",
+    "offer_wait", "launch_timeout", "rescale_resend", "progress_interval",
+}
+_FLOATS = {"executor_cpus", "executor_mem", "rollback_margin"}
+_INTS = {"max_task_failures", "online_window", "model_keep", "max_body_bytes"}
+_BOOLS = {"online_learning"}
+_MAPPINGS = {"policy_args", "task_env"}
+_POLICIES = ("dl2", "drf", "tetris", "optimus", "fifo", "srtf")
+
+
+def _coerce(key: str, value: Any, source: str) -> Any:
+    where = f"{key} (from {source})"
+    if key in _DURATIONS:
+        return parse_duration(value, where)
+    if key in _FLOATS:
+        try:
+            if isinstance(value, bool):
+                raise ValueError
+            v = float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: expected a number, got {value!r}") from None
+        if v < 0:
+            raise ConfigError(f"{where}: must be >= 0, got {value!r}")
+        return v
+    if key in _INTS:
+        try:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            v = int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}") from None
+        if v < 0:
+            raise ConfigError(f"{where}: must be >= 0, got {value!r}")
+        return v
+    if key in _BOOLS:
+        if isinstance(value, bool):
+            return value
+        s = str(value).strip().lower()
+        if s in ("1", "true", "yes", "on"):
+            return True
+        if s in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{where}: expected true or false, got {value!r}")
+    if key in _MAPPINGS:
+        if isinstance(value, str):
+            try:
+                value = json.loads(value) if value.strip() else {}
+            except ValueError:
+                raise ConfigError(f"{where}: expected a JSON object, got {value!r}") from None
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}: expected a table / JSON object, got {value!r}")
+        if key == "task_env":
+            return {str(k): str(v) for k, v in value.items()}
+        return dict(value)
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: expected a string, got {value!r}")
+    return value
+
+
+def _validate(cfg: Config) -> None:
+    if cfg.slot <= 0:
+        raise ConfigError(f"slot: must be > 0 seconds, got {cfg.slot}")
+    if cfg.policy not in _POLICIES:
+        raise ConfigError(f"policy: unknown policy {cfg.policy!r}; known: {', '.join(_POLICIES)}")
+    if not (cfg.master.startswith("zk://") or re.match(r"^[\w.\-]+(:\d+)?$", cfg.master)):
+        raise ConfigError(f"master: expected host:port or zk://host:2181/path, got {cfg.master!r}")
+    if cfg.zk != "none" and not re.match(r"^zk://[^/\s]+(/[\w.\-/]*)?$", cfg.zk):
+        raise ConfigError(f"zk: expected zk://host:2181/path or none, got {cfg.zk!r}")
+    if not re.match(r"^[^\s:]*:\d{1,5}$", cfg.api) or not (0 <= cfg.api_port <= 65535):
+        raise ConfigError(f"api: expected host:port (e.g. 0.0.0.0:8080), got {cfg.api!r}")
+    if cfg.zk_digest and ":" not in cfg.zk_digest:
+        raise ConfigError("zk_digest: expected user:password")
+    if bool(cfg.principal) != bool(cfg.secret) and cfg.secret:
+        raise ConfigError("secret: given without principal")
+    if not cfg.executor_command.strip():
+        raise ConfigError("executor_command: must not be empty")
+    if cfg.online_window < 1:
+        raise ConfigError("online_window: must be >= 1")
+    if not 0 <= cfg.rollback_margin < 1:
+        raise ConfigError(f"rollback_margin: must be in [0, 1), got {cfg.rollback_margin}")
+    if cfg.max_body_bytes < 1024:
+        raise ConfigError("max_body_bytes: must be >= 1024")
+
+
+def load_config(
+    path: str | os.PathLike | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Config:
+    """Build the Config: defaults < TOML file < ``DL2_*`` env < ``overrides`` (CLI flags).
+
+    Args:
+        path: TOML file (None: ``DL2_CONFIG`` from ``env`` if set, else no file).
+        env: environment (default ``os.environ``).
+        overrides: flag values; ``None`` values are ignored (flag not given).
+
+    Raises:
+        ConfigError: unreadable file, unknown key, or a bad value (naming key and source).
+    """
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    path = path or env.get(ENV_PREFIX + "CONFIG") or None
+    if path:
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except OSError as exc:
+            raise ConfigError(f"config file {path}: {exc.strerror or exc}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path}: not valid TOML: {exc}") from None
+        # a [framework] table is accepted as well as top-level keys
+        if isinstance(data.get("framework"), dict):
+            data = {**{k: v for k, v in data.items() if k != "framework"}, **data["framework"]}
+        for k, v in data.items():
+            if k not in _FIELDS:
+                raise ConfigError(f"config file {path}: unknown key {k!r} (known: {', '.join(sorted(_FIELDS))})")
+            values[k] = _coerce(k, v, f"file {path}")
+    for k in _FIELDS:
+        ev = env.get(ENV_PREFIX + k.upper())
+        if ev is not None:
+            values[k] = _coerce(k, ev, f"env {ENV_PREFIX + k.upper()}")
+    for k, v in (overrides or {}).items():
+        if v is None:
+            continue
+        if k not in _FIELDS:
+            raise ConfigError(f"unknown setting {k!r}")
+        values[k] = _coerce(k, v, f"flag --{k.replace('_', '-')}")
+    cfg = dataclasses.replace(Config(), **values)
+    _validate(cfg)
+    return cfg

@@ -1,0 +1,70 @@
+"""``dl2 framework``: run one framework replica (settings: TOML file < DL2_* env < flags)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+
+import click
+
+from dl2_mesos.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+
+@click.command("framework")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
+              help="TOML config file (default: $DL2_CONFIG).")
+@click.option("--master", default=None, help="Mesos master: host:port or zk://host:2181/mesos.")
+@click.option("--zk", default=None, help="zk://host:2181/dl2 for state + leader election, or 'none' (file store).")
+@click.option("--state-dir", default=None, help="State folder when --zk none.")
+@click.option("--policy", default=None, help="dl2 | drf | tetris | optimus | fifo | srtf.")
+@click.option("--policy-args", default=None, help="JSON object of policy constructor arguments.")
+@click.option("--slot", default=None, help="Scheduling slot length, e.g. 20m, 30s.")
+@click.option("--api", default=None, help="HTTP API listen address host:port.")
+@click.option("--advertise-url", default=None, help="URL other replicas and clients use for this one.")
+@click.option("--api-token", default=None, help="Bearer token required for writes.")
+@click.option("--name", "framework_name", default=None, help="Framework name.")
+@click.option("--role", default=None, help="Mesos role.")
+@click.option("--principal", default=None)
+@click.option("--secret", default=None)
+@click.option("--failover-timeout", default=None, help="How long Mesos keeps our tasks without a scheduler.")
+@click.option("--connect-timeout", default=None, help="Give up when ZooKeeper/master stay unreachable this long.")
+@click.option("--executor-command", default=None, help="Command that starts the executor on agents.")
+@click.option("--checkpoint-root", default=None, help="Root URI for job checkpoints (hdfs://..., file://...).")
+@click.option("--zk-digest", default=None, help="user:password for digest ACLs on our znodes.")
+@click.option("--online-learning/--no-online-learning", default=None,
+              help="Update the DL2 model online from observed rewards (default on).")
+@click.option("--offer-wait", default=None)
+@click.option("--launch-timeout", default=None)
+@click.option("--kill-grace", default=None)
+def framework(config_path: str | None, **flags: object) -> None:
+    """Run the DL2 Mesos framework (one replica; several replicas elect a leader in ZooKeeper)."""
+    from dl2_mesos.config import load_config
+    from dl2_mesos.framework.runner import Replica, Unreachable
+
+    try:
+        cfg = load_config(config_path, overrides=flags)
+    except ConfigError as exc:
+        raise click.ClickException(f"bad setting: {exc}") from None
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    elif logging.getLogger().level > logging.INFO:
+        logging.getLogger("dl2_mesos").setLevel(logging.INFO)
+    logger.info("settings: %s", cfg.redacted())
+    try:
+        replica = Replica(cfg)
+    except Unreachable as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(2)
+
+    def on_signal(signum: int, frame: object) -> None:
+        replica.stop(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    code = replica.run()
+    if code:
+        click.echo(f"Error: {replica._reason}", err=True)
+    sys.exit(code)

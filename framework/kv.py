@@ -1,0 +1,242 @@
+"""Versioned key-value stores underneath the framework state: memory, file and ZooKeeper.
+
+Keys are ``/``-separated paths relative to the store's root. Every write is a
+compare-and-set against the version the writer last saw (``expected=-1`` creates a new key,
+``None`` writes unconditionally); a mismatch raises :class:`StaleVersion`, which the framework
+takes as "another leader wrote here: stop".
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Protocol
+
+from dl2_mesos.errors import Dl2Error
+
+logger = logging.getLogger(__name__)
+
+
+class StaleVersion(Dl2Error):
+    """A compare-and-set write found a different version than expected."""
+
+
+class StoreUnavailable(Dl2Error):
+    """The state store cannot be reached."""
+
+
+class KVStore(Protocol):
+    """What :class:`~dl2_mesos.framework.state_store.StateStore` needs from a backend."""
+
+    def get(self, key: str) -> tuple[bytes, int] | None:
+        """(data, version) or None when absent."""
+        ...
+
+    def put(self, key: str, data: bytes, expected: int | None, guard: tuple[str, int] | None = None) -> int:
+        """Write; ``expected`` -1 = must not exist, an int = CAS, None = unconditional. Returns the new version.
+
+        ``guard`` = (other key, version): the write happens only if that key still has that
+        version, atomically (the leader-term fence).
+        """
+        ...
+
+    def delete(self, key: str, expected: int | None = None) -> None:
+        """Remove ``key`` and everything under it (absent is fine)."""
+        ...
+
+    def children(self, key: str) -> list[str]:
+        """Names directly under ``key`` (sorted; [] when absent)."""
+        ...
+
+
+class MemoryKV:
+    """In-process store for tests."""
+
+    def __init__(self) -> None:
+        self._data: dict[str, tuple[bytes, int]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> tuple[bytes, int] | None:
+        with self._lock:
+            return self._data.get(key.strip("/"))
+
+    def put(self, key: str, data: bytes, expected: int | None, guard: tuple[str, int] | None = None) -> int:
+        key = key.strip("/")
+        with self._lock:
+            if guard is not None:
+                g = self._data.get(guard[0].strip("/"))
+                _check(guard[0], g[1] if g else None, guard[1])
+            cur = self._data.get(key)
+            _check(key, cur[1] if cur else None, expected)
+            version = cur[1] + 1 if cur else 0
+            self._data[key] = (bytes(data), version)
+            return version
+
+    def delete(self, key: str, expected: int | None = None) -> None:
+        key = key.strip("/")
+        with self._lock:
+            for k in [k for k in self._data if k == key or k.startswith(key + "/")]:
+                del self._data[k]
+
+    def children(self, key: str) -> list[str]:
+        key = key.strip("/")
+        prefix = key + "/" if key else ""
+        with self._lock:
+            names = {k[len(prefix):].split("/", 1)[0] for k in self._data if k.startswith(prefix)}
+        return sorted(n for n in names if n)
+
+
+def _check(key: str, current: int | None, expected: int | None) -> None:
+    if expected is None:
+        return
+    if expected == -1 and current is not None:
+        raise StaleVersion(f"{key}: exists already (version {current})")
+    if expected >= 0 and current != expected:
+        raise StaleVersion(f"{key}: version {current}, expected {expected}")
+
+
+class FileKV:
+    """One JSON-wrapped file per key under a folder (the single-machine store, no ZooKeeper).
+
+    Writes go to a temporary file and are renamed into place, so a crash never leaves a torn
+    value. Versions live inside the file. Only one process may use a folder at a time.
+    """
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+
+    def _path(self, key: str) -> Path:
+        parts = [p for p in key.strip("/").split("/") if p]
+        if any(p in (".", "..") for p in parts):
+            raise ValueError(f"bad key {key!r}")
+        return self.root.joinpath(*parts, "_value.json") if parts else self.root / "_value.json"
+
+    def get(self, key: str) -> tuple[bytes, int] | None:
+        p = self._path(key)
+        try:
+            env = json.loads(p.read_text())
+        except FileNotFoundError:
+            return None
+        return env["data"].encode("latin-1"), int(env["version"])
+
+    def put(self, key: str, data: bytes, expected: int | None, guard: tuple[str, int] | None = None) -> int:
+        p = self._path(key)
+        with self._lock:
+            if guard is not None:
+                g = self.get(guard[0])
+                _check(guard[0], g[1] if g else None, guard[1])
+            cur = self.get(key)
+            _check(key, cur[1] if cur else None, expected)
+            version = cur[1] + 1 if cur else 0
+            p.parent.mkdir(parents=True, exist_ok=True)
+            tmp = p.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"version": version, "data": bytes(data).decode("latin-1")}))
+            os.replace(tmp, p)
+            return version
+
+    def delete(self, key: str, expected: int | None = None) -> None:
+        import shutil
+
+        p = self._path(key).parent
+        with self._lock:
+            if p == self.root:
+                return
+            shutil.rmtree(p, ignore_errors=True)
+
+    def children(self, key: str) -> list[str]:
+        d = self._path(key).parent
+        if not d.is_dir():
+            return []
+        return sorted(c.name for c in d.iterdir() if c.is_dir())
+
+
+class ZooKeeperKV:
+    """Keys as znodes under ``root`` on a connected :class:`kazoo.client.KazooClient`.
+
+    Args:
+        client: a started KazooClient (its connection is the caller's business).
+        root: absolute znode path, e.g. ``/dl2/state``.
+        acl: ACL list applied to every node created (digest ACLs), or None for the default.
+    """
+
+    def __init__(self, client, root: str, acl: list | None = None) -> None:  # noqa: ANN001 - kazoo
+        self.client = client
+        self.root = "/" + root.strip("/")
+        self.acl = acl
+        client.ensure_path(self.root, acl=acl)
+
+    def _p(self, key: str) -> str:
+        key = key.strip("/")
+        return f"{self.root}/{key}" if key else self.root
+
+    def get(self, key: str) -> tuple[bytes, int] | None:
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            data, stat = self.client.get(self._p(key))
+        except NoNodeError:
+            return None
+        return data or b"", stat.version
+
+    def put(self, key: str, data: bytes, expected: int | None, guard: tuple[str, int] | None = None) -> int:
+        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+        path = self._p(key)
+        if guard is not None:
+            return self._guarded_put(path, data, expected, guard)
+        try:
+            if expected == -1:
+                self.client.create(path, data, acl=self.acl, makepath=True)
+                return 0
+            if expected is None:
+                try:
+                    return self.client.set(path, data).version
+                except NoNodeError:
+                    self.client.create(path, data, acl=self.acl, makepath=True)
+                    return 0
+            return self.client.set(path, data, version=expected).version
+        except BadVersionError:
+            raise StaleVersion(f"{path}: version changed (expected {expected})") from None
+        except NodeExistsError:
+            raise StaleVersion(f"{path}: exists already") from None
+        except NoNodeError:
+            raise StaleVersion(f"{path}: deleted by someone else (expected version {expected})") from None
+
+    def _guarded_put(self, path: str, data: bytes, expected: int | None, guard: tuple[str, int]) -> int:
+        """check(guard) + create/set in one ZooKeeper transaction."""
+        if expected is None:
+            got = self.client.exists(path)
+            expected = -1 if got is None else got.version
+        self.client.ensure_path(path.rsplit("/", 1)[0], acl=self.acl)
+        t = self.client.transaction()
+        t.check(self._p(guard[0]), guard[1])
+        if expected == -1:
+            t.create(path, data, acl=self.acl)
+        else:
+            t.set_data(path, data, version=expected)
+        results = t.commit()
+        errors = [r for r in results if isinstance(r, Exception)]
+        if errors:
+            raise StaleVersion(f"{path}: fenced or changed ({', '.join(type(e).__name__ for e in errors)})")
+        return 0 if expected == -1 else results[1].version
+
+    def delete(self, key: str, expected: int | None = None) -> None:
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            self.client.delete(self._p(key), recursive=True)
+        except NoNodeError:
+            pass
+
+    def children(self, key: str) -> list[str]:
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            return sorted(self.client.get_children(self._p(key)))
+        except NoNodeError:
+            return []

@@ -1,0 +1,202 @@
+"""The framework's mutable bookkeeping of jobs and tasks, and their JSON form for the state store.
+
+Only the loop thread touches these objects. Everything that must survive a failover of the
+leader (phase, progress, tasks, the generation in flight) is in ``to_dict``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dl2_mesos.jobs import JobPhase, JobSpec
+from dl2_mesos.messages import ClusterSpec, Endpoint
+from dl2_mesos.resources import Resources
+
+#: Mesos task states after which a task uses no resources.
+TERMINAL_TASK_STATES = frozenset(
+    {
+        "TASK_FINISHED", "TASK_FAILED", "TASK_KILLED", "TASK_ERROR", "TASK_LOST", "TASK_DROPPED",
+        "TASK_GONE", "TASK_GONE_BY_OPERATOR", "TASK_UNKNOWN",
+    }
+)
+#: States meaning "the task is gone without finishing its work": reschedule it.
+LOST_TASK_STATES = frozenset(
+    {"TASK_LOST", "TASK_DROPPED", "TASK_GONE", "TASK_GONE_BY_OPERATOR", "TASK_UNKNOWN", "TASK_UNREACHABLE"}
+)
+
+
+@dataclass
+class TaskRecord:
+    """One PS or worker task of a job."""
+
+    task_id: str
+    job_id: str
+    role: str  # ps | worker
+    rank: int
+    agent_id: str
+    hostname: str
+    ports: list[int]
+    resources: Resources
+    executor_id: str
+    generation: int  # generation it was launched in
+    state: str = "LAUNCHING"  # LAUNCHING (accepted, no update yet) or a Mesos TASK_* state
+    killing: bool = False
+    message: str = ""
+
+    @property
+    def live(self) -> bool:
+        """Counts towards the job's tasks (not terminal, not being killed)."""
+        return not self.killing and self.state not in TERMINAL_TASK_STATES
+
+    @property
+    def port(self) -> int:
+        return self.ports[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id, "job_id": self.job_id, "role": self.role, "rank": self.rank,
+            "agent_id": self.agent_id, "hostname": self.hostname, "ports": list(self.ports),
+            "resources": self.resources.to_dict(), "executor_id": self.executor_id,
+            "generation": self.generation, "state": self.state, "killing": self.killing,
+            "message": self.message,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TaskRecord:
+        return cls(
+            task_id=d["task_id"], job_id=d["job_id"], role=d["role"], rank=int(d["rank"]),
+            agent_id=d["agent_id"], hostname=d["hostname"], ports=[int(p) for p in d["ports"]],
+            resources=Resources.from_dict(d["resources"]), executor_id=d["executor_id"],
+            generation=int(d["generation"]), state=d["state"], killing=bool(d["killing"]),
+            message=d.get("message", ""),
+        )
+
+
+@dataclass
+class JobRecord:
+    """One submitted job."""
+
+    job_id: str
+    spec: JobSpec
+    submitted_at: float  # wall clock
+    arrival_slot: int
+    arrival_time: float  # seconds since the framework epoch
+    phase: JobPhase = JobPhase.PENDING
+    phase_times: dict[str, float] = field(default_factory=dict)  # phase -> wall clock it was entered
+    epochs_done: float = 0.0
+    generation: int = 0
+    cluster: ClusterSpec | None = None  # the current generation's shape
+    tasks: dict[str, TaskRecord] = field(default_factory=dict)
+    slots_run: int = 0
+    slots_since_rescale: int = 0
+    rescales: int = 0
+    restart_count: int = 0
+    failures: int = 0
+    measured_eps: float | None = None
+    last_progress: tuple[float, float] | None = None  # (wall clock, epochs) of the last report
+    rescale_waiting: dict[str, str] = field(default_factory=dict)  # executor id -> agent id (no report yet)
+    checkpoint_uri: str = ""
+    last_checkpoint: dict[str, Any] = field(default_factory=dict)
+    message: str = ""
+    task_seq: int = 0  # for unique task ids
+
+    def set_phase(self, phase: JobPhase, now: float, message: str = "") -> None:
+        if phase != self.phase:
+            self.phase = phase
+            self.phase_times[phase.value] = now
+        if message:
+            self.message = message
+
+    def live_tasks(self, role: str | None = None) -> list[TaskRecord]:
+        out = [t for t in self.tasks.values() if t.live and (role is None or t.role == role)]
+        return sorted(out, key=lambda t: (t.role, t.rank, t.task_id))
+
+    @property
+    def num_ps(self) -> int:
+        return len(self.live_tasks("ps"))
+
+    @property
+    def num_workers(self) -> int:
+        return len(self.live_tasks("worker"))
+
+    def new_task_id(self, role: str) -> str:
+        self.task_seq += 1
+        return f"{self.job_id}.{role}.{self.task_seq}"
+
+    def forget_terminal_tasks(self) -> None:
+        """Drop records of tasks that ended (after their final update was handled)."""
+        for tid in [t.task_id for t in self.tasks.values() if t.state in TERMINAL_TASK_STATES]:
+            del self.tasks[tid]
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return {
+            "job_id": self.job_id, "spec": self.spec.to_dict(), "submitted_at": self.submitted_at,
+            "arrival_slot": self.arrival_slot, "arrival_time": self.arrival_time,
+            "phase": self.phase.value, "phase_times": dict(self.phase_times),
+            "epochs_done": self.epochs_done, "generation": self.generation,
+            "cluster": asdict(self.cluster) if self.cluster else None,
+            "tasks": {k: t.to_dict() for k, t in self.tasks.items()},
+            "slots_run": self.slots_run, "slots_since_rescale": self.slots_since_rescale,
+            "rescales": self.rescales, "restart_count": self.restart_count, "failures": self.failures,
+            "measured_eps": self.measured_eps,
+            "last_progress": list(self.last_progress) if self.last_progress else None,
+            "rescale_waiting": dict(self.rescale_waiting), "checkpoint_uri": self.checkpoint_uri,
+            "last_checkpoint": dict(self.last_checkpoint), "message": self.message,
+            "task_seq": self.task_seq,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> JobRecord:
+        spec_d = dict(d["spec"])
+        for role in ("worker", "ps"):
+            if spec_d.get(role) is not None:
+                spec_d[role] = Resources.from_dict(spec_d[role])
+        spec_d["command"] = tuple(spec_d.get("command") or ())
+        spec = JobSpec(**spec_d)
+        return cls(
+            job_id=d["job_id"], spec=spec, submitted_at=d["submitted_at"], arrival_slot=d["arrival_slot"],
+            arrival_time=d["arrival_time"], phase=JobPhase(d["phase"]), phase_times=dict(d["phase_times"]),
+            epochs_done=d["epochs_done"], generation=d["generation"],
+            cluster=cluster_from_dict(d["cluster"]) if d.get("cluster") else None,
+            tasks={k: TaskRecord.from_dict(t) for k, t in d["tasks"].items()},
+            slots_run=d["slots_run"], slots_since_rescale=d["slots_since_rescale"], rescales=d["rescales"],
+            restart_count=d["restart_count"], failures=d["failures"], measured_eps=d.get("measured_eps"),
+            last_progress=tuple(d["last_progress"]) if d.get("last_progress") else None,  # type: ignore[arg-type]
+            rescale_waiting=dict(d.get("rescale_waiting", {})), checkpoint_uri=d.get("checkpoint_uri", ""),
+            last_checkpoint=dict(d.get("last_checkpoint", {})), message=d.get("message", ""),
+            task_seq=d.get("task_seq", 0),
+        )
+
+    def public(self) -> dict[str, Any]:
+        """The job as the HTTP API shows it."""
+        return {
+            "id": self.job_id, "name": self.spec.name, "job_type": self.spec.job_type,
+            "phase": self.phase.value, "epochs": self.spec.epochs, "epochs_done": round(self.epochs_done, 4),
+            "progress": round(min(1.0, self.epochs_done / self.spec.epochs), 4),
+            "num_ps": self.num_ps, "num_workers": self.num_workers, "generation": self.generation,
+            "rescales": self.rescales, "restart_count": self.restart_count,
+            "measured_epochs_per_second": self.measured_eps, "submitted_at": self.submitted_at,
+            "phase_times": dict(self.phase_times), "message": self.message,
+            "checkpoint_uri": self.checkpoint_uri,
+            "tasks": [
+                {"task_id": t.task_id, "role": t.role, "rank": t.rank, "agent_id": t.agent_id,
+                 "hostname": t.hostname, "ports": list(t.ports), "state": t.state, "killing": t.killing}
+                for t in sorted(self.tasks.values(), key=lambda t: (t.role, t.rank, t.task_id))
+            ],
+            "spec": self.spec.to_dict(),
+        }
+
+
+def cluster_from_dict(d: dict[str, Any]) -> ClusterSpec:
+    def ep(x: dict[str, Any] | None) -> Endpoint | None:
+        return None if x is None else Endpoint(x["task_id"], x["host"], int(x["port"]))
+
+    return ClusterSpec(
+        generation=int(d["generation"]),
+        scheduler=ep(d.get("scheduler")),
+        servers=tuple(ep(x) for x in d.get("servers", [])),  # type: ignore[misc]
+        workers=tuple(ep(x) for x in d.get("workers", [])),  # type: ignore[misc]
+    )

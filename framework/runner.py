@@ -1,0 +1,294 @@
+"""One framework replica: API server, leader election, and (while leading) the Mesos driver,
+the scheduling loop and online learning.
+
+Exit codes of :meth:`Replica.run`: 0 stopped on request, 2 configuration or connection
+failure (ZooKeeper or master unreachable), 75 leadership lost (ZooKeeper session lost or the
+state was written by another leader): a supervisor restarts the process as a standby.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+import urllib.request
+from typing import Any
+
+from dl2_mesos.config import Config
+from dl2_mesos.errors import ConfigError, Dl2Error
+from dl2_mesos.jobs import JobSpec
+from dl2_mesos.framework import events as ev
+from dl2_mesos.framework.api import NotLeader, create_app
+from dl2_mesos.framework.core import SchedulerCore, UnknownJob
+from dl2_mesos.framework.kv import FileKV, ZooKeeperKV
+from dl2_mesos.framework.leader import LocalLeadership, ZkLeadership
+from dl2_mesos.framework.loop import SchedulingLoop
+from dl2_mesos.framework.metrics import FrameworkMetrics
+from dl2_mesos.framework.online import DL2Adapter, OnlineLearning
+from dl2_mesos.framework.state_store import StateStore
+from dl2_mesos.framework.task_info import framework_info
+
+logger = logging.getLogger(__name__)
+
+EXIT_OK, EXIT_CONFIG, EXIT_LEADERSHIP_LOST = 0, 2, 75
+REPLY_TIMEOUT = 15.0
+
+
+class Unreachable(Dl2Error):
+    """ZooKeeper or the Mesos master could not be reached within ``connect_timeout``."""
+
+
+def make_policy(cfg: Config) -> Any:
+    """The configured policy from the registry (ConfigError when it cannot be built)."""
+    from dl2_mesos.policy.registry import make_policy as registry_make
+
+    try:
+        return registry_make(cfg.policy, **dict(cfg.policy_args))
+    except (Dl2Error, TypeError, ValueError, OSError) as exc:
+        raise ConfigError(f"policy {cfg.policy!r}: cannot be built: {exc}") from exc
+
+
+def make_learner(cfg: Config, policy: Any, store: StateStore) -> OnlineLearning:
+    adapter = DL2Adapter(policy) if hasattr(policy, "net") and hasattr(policy, "recorder") else None
+    return OnlineLearning(store, adapter, getattr(policy, "name", cfg.policy), enabled=cfg.online_learning,
+                          window=cfg.online_window, margin=cfg.rollback_margin, keep=cfg.model_keep)
+
+
+def check_master(master: str, timeout: float) -> str:
+    """GET /version on a host:port master, retrying for ``timeout`` s; returns the version."""
+    if master.startswith("zk://"):
+        return ""
+    hostport = master if ":" in master else master + ":5050"
+    deadline = time.monotonic() + timeout
+    delay = 0.25
+    last = ""
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://{hostport}/version", timeout=5) as r:
+                return json.loads(r.read().decode()).get("version", "")
+        except (OSError, ValueError) as exc:
+            last = str(exc)
+        if time.monotonic() + delay > deadline:
+            raise Unreachable(f"Mesos master {hostport} unreachable after {timeout:.0f}s: {last}")
+        time.sleep(delay)
+        delay = min(2.0, delay * 2)
+
+
+def connect_zookeeper(cfg: Config) -> Any:
+    """A started KazooClient for ``cfg.zk`` (digest ACLs when ``zk_digest`` is set)."""
+    from kazoo.client import KazooClient
+    from kazoo.handlers.threading import KazooTimeoutError
+    from kazoo.security import make_digest_acl
+
+    kw: dict[str, Any] = {}
+    if cfg.zk_digest:
+        user, _, password = cfg.zk_digest.partition(":")
+        kw["auth_data"] = [("digest", cfg.zk_digest)]
+        kw["default_acl"] = [make_digest_acl(user, password, all=True)]
+    client = KazooClient(hosts=cfg.zk_hosts, timeout=cfg.zk_timeout, **kw)
+    try:
+        client.start(timeout=cfg.connect_timeout)
+    except KazooTimeoutError:
+        client.close()
+        raise Unreachable(f"ZooKeeper {cfg.zk_hosts} unreachable after {cfg.connect_timeout:.0f}s") from None
+    return client
+
+
+class Replica:
+    """A framework replica. ``run()`` blocks until stopped and returns the exit code."""
+
+    def __init__(self, cfg: Config, driver_factory: Any = None) -> None:
+        self.cfg = cfg
+        self.metrics = FrameworkMetrics()
+        self.events: queue.Queue = queue.Queue()
+        self.url = cfg.public_url()
+        self._stop = threading.Event()
+        self._exit_code = EXIT_OK
+        self._reason = ""
+        self.loop: SchedulingLoop | None = None
+        self.core: SchedulerCore | None = None
+        self._driver_factory = driver_factory or self._pymesos_driver
+        self._server = None
+        self._server_thread: threading.Thread | None = None
+        self.zk = None
+        if cfg.uses_zookeeper:
+            self.zk = connect_zookeeper(cfg)
+            kv = ZooKeeperKV(self.zk, cfg.zk_path + "/state", acl=None)
+            self.leadership: Any = ZkLeadership(self.zk, cfg.zk_path + "/leader", self.url, self._zk_change)
+        else:
+            kv = FileKV(cfg.state_dir)
+            self.leadership = LocalLeadership(self.url)
+        self.store = StateStore(kv)
+
+    # -- Backend for the API -----------------------------------------------------------------
+    def view(self) -> dict[str, Any]:
+        if self.loop is not None:
+            return self.loop.view
+        return {"jobs": {}, "cluster": {}, "policy": {}}
+
+    def is_leader(self) -> bool:
+        return bool(self.leadership.is_leader and self.loop is not None and self.loop.running)
+
+    def leader_url(self) -> str | None:
+        url = self.leadership.leader_url()
+        return None if url == self.url and not self.is_leader() else url
+
+    def _ask(self, event: Any) -> dict[str, Any]:
+        if not self.is_leader():
+            raise NotLeader()
+        self.events.put(event)
+        return event.reply.result(timeout=REPLY_TIMEOUT)
+
+    def submit(self, spec: JobSpec) -> dict[str, Any]:
+        return self._ask(ev.SubmitJob(spec))
+
+    def cancel(self, job_id: str) -> dict[str, Any]:
+        try:
+            return self._ask(ev.CancelJob(job_id))
+        except UnknownJob as exc:
+            raise KeyError(job_id) from exc
+
+    def metrics_text(self) -> bytes:
+        return self.metrics.render()
+
+    def health(self) -> dict[str, Any]:
+        c = self.view().get("cluster", {})
+        return {"status": "ok", "role": "leader" if self.is_leader() else "standby", "url": self.url,
+                "leader": self.leader_url(), "registered": c.get("registered", False),
+                "framework_id": c.get("framework_id")}
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start_api(self) -> None:
+        import uvicorn
+
+        backend = _BackendShim(self)
+        app = create_app(backend, api_token=self.cfg.api_token, max_body_bytes=self.cfg.max_body_bytes)
+        config = uvicorn.Config(app, host=self.cfg.api_host, port=self.cfg.api_port, log_level="warning",
+                                access_log=False)
+        self._server = uvicorn.Server(config)
+        self._server_thread = threading.Thread(target=self._server.run, name="dl2-api", daemon=True)
+        self._server_thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started and time.monotonic() < deadline:
+            if not self._server_thread.is_alive():
+                raise Unreachable(f"cannot serve the API on {self.cfg.api}")
+            time.sleep(0.05)
+        logger.info("API on %s (advertised %s)", self.cfg.api, self.url)
+
+    def stop(self, reason: str = "stop requested", code: int = EXIT_OK) -> None:
+        if not self._stop.is_set():
+            self._reason = reason
+            self._exit_code = code
+        self._stop.set()
+        self.leadership.cancel()
+
+    def run(self) -> int:
+        """Serve the API, contend for leadership, lead until stopped. Returns the exit code."""
+        try:
+            self.start_api()
+            while not self._stop.is_set():
+                self.leadership.run(self._lead)
+                if isinstance(self.leadership, LocalLeadership):
+                    break
+        finally:
+            if self._server is not None:
+                self._server.should_exit = True
+                if self._server_thread is not None:
+                    self._server_thread.join(5)
+            if self.zk is not None:
+                try:
+                    self.zk.stop()
+                    self.zk.close()
+                except Exception:
+                    logger.debug("zk close", exc_info=True)
+        logger.info("replica exiting (%s)", self._reason or "done")
+        return self._exit_code
+
+    def _zk_change(self, change: str) -> None:
+        # called on kazoo's thread: only enqueue / set flags
+        if change == "lost":
+            self.stop("ZooKeeper session lost", EXIT_LEADERSHIP_LOST)
+        else:
+            self.events.put(ev.Leadership(change))
+
+    def _pymesos_driver(self, scheduler: Any, info: dict[str, Any]) -> Any:
+        from pymesos import MesosSchedulerDriver
+
+        return MesosSchedulerDriver(
+            scheduler, info, self.cfg.master, use_addict=False, implicit_acknowledgements=False,
+            principal=self.cfg.principal or None, secret=self.cfg.secret or None, failover=True,
+        )
+
+    def _lead(self) -> None:
+        """Leadership term: restore state, subscribe, run the loop until stopped or fenced."""
+        from dl2_mesos.framework.mesos_scheduler import Dl2MesosScheduler
+
+        if self._stop.is_set():
+            return
+        self.metrics.leader.set(1)
+        self.events = queue.Queue()
+        driver = None
+        try:
+            check_master(self.cfg.master, self.cfg.connect_timeout)
+            policy = make_policy(self.cfg)
+            core = SchedulerCore(self.cfg, policy, self.store, metrics=self.metrics)
+            core.restore()
+            learner = make_learner(self.cfg, policy, self.store)
+            learner.start()
+            core.learner = learner
+            self.core = core
+            self.loop = SchedulingLoop(core, self.events, on_fatal=lambda r: self.stop(r, EXIT_LEADERSHIP_LOST))
+            self.loop.start()
+            info = framework_info(self.cfg, core.framework_id, self.url + "/")
+            driver = self._driver_factory(Dl2MesosScheduler(self.events), info)
+            driver.start()
+            deadline = time.monotonic() + self.cfg.connect_timeout
+            while not self._stop.wait(0.2):
+                if not self.loop.running:
+                    self.stop("scheduling loop ended", EXIT_LEADERSHIP_LOST)
+                elif not core.ever_registered and time.monotonic() > deadline:
+                    self.stop(f"could not subscribe to Mesos master {self.cfg.master} within "
+                              f"{self.cfg.connect_timeout:.0f}s", EXIT_CONFIG)
+        except (ConfigError, Unreachable) as exc:
+            logger.error("%s", exc)
+            self.stop(str(exc), EXIT_CONFIG)
+        finally:
+            self.metrics.leader.set(0)
+            if driver is not None:
+                try:
+                    driver.stop(failover=True)  # keep tasks running for the next leader
+                except Exception:
+                    logger.debug("driver stop", exc_info=True)
+            if self.loop is not None:
+                self.loop.stop()
+            logger.info("leadership term ended: %s", self._reason)
+
+
+class _BackendShim:
+    """Adapts :class:`Replica` to the API's Backend protocol."""
+
+    def __init__(self, replica: Replica) -> None:
+        self.r = replica
+
+    def view(self) -> dict[str, Any]:
+        return self.r.view()
+
+    def is_leader(self) -> bool:
+        return self.r.is_leader()
+
+    def leader_url(self) -> str | None:
+        return self.r.leader_url()
+
+    def submit(self, spec: JobSpec) -> dict[str, Any]:
+        return self.r.submit(spec)
+
+    def cancel(self, job_id: str) -> dict[str, Any]:
+        return self.r.cancel(job_id)
+
+    def metrics(self) -> bytes:
+        return self.r.metrics_text()
+
+    def health(self) -> dict[str, Any]:
+        return self.r.health()

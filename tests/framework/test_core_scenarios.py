@@ -1,0 +1,329 @@
+"""Scenario tests through the scheduler core with a fake driver and fake offers."""
+
+from __future__ import annotations
+
+from dl2_mesos.jobs import JobPhase
+from dl2_mesos.messages import LaunchSpec, RescaleReport, RescaleRequest, ProgressReport, decode_b64, encode_b64
+from dl2_mesos.framework import events as ev
+from dl2_mesos.framework.core import SchedulerCore
+
+from .conftest import FakeDriver, Harness, ScriptedPolicy, make_offer, status
+
+
+def _specs(driver: FakeDriver) -> list[LaunchSpec]:
+    return [decode_b64(t["data"]) for t in driver.launched()]
+
+
+def test_slot_launches_ps_and_worker_with_ports_and_launchspec(harness: Harness):
+    h = harness
+    h.register()
+    job = h.submit()
+    h.offer(make_offer("a1"))
+    h.tick()
+    tasks = h.driver.launched()
+    assert len(tasks) == 2
+    roles = {decode_b64(t["data"]).role: t for t in tasks}
+    ps, worker = roles["ps"], roles["worker"]
+    names = lambda t: {r["name"] for r in t["resources"]}  # noqa: E731
+    assert names(ps) == {"cpus", "mem", "ports"}  # resnet-50 PS has no GPU
+    assert names(worker) == {"cpus", "mem", "gpus", "ports"}
+    ps_ports = [r for r in ps["resources"] if r["name"] == "ports"][0]["ranges"]["range"]
+    assert len(ps_ports) == 2  # own port + MXNet scheduler port
+    spec = decode_b64(worker["data"])
+    assert spec.job_id == job.job_id and spec.cluster.generation == 1
+    assert len(spec.cluster.servers) == 1 and len(spec.cluster.workers) == 1
+    assert spec.cluster.scheduler is not None and spec.cluster.scheduler.port == ps_ports[1]["begin"]
+    assert worker["executor"]["command"]["value"] == "python -m dl2_mesos.executor"
+    assert worker["executor"]["executor_id"] == ps["executor"]["executor_id"]  # one executor per job per agent
+    assert all(r.get("role") == "*" for r in worker["resources"])
+    # the job record was persisted before the launch
+    stored = h.store.load_jobs()[job.job_id]
+    assert len(stored.tasks) == 2 and stored.generation == 1
+    # one ACCEPT for the agent's offers, leftover declined briefly
+    (offer_ids, _, filters), = h.driver.named("launchTasks")
+    assert filters["refuse_seconds"] <= 5
+
+
+def test_running_updates_are_persisted_before_ack_and_job_runs(harness: Harness):
+    h = harness
+    h.register()
+    job = h.submit()
+    h.offer(make_offer("a1"))
+    h.tick()
+    h.run_all(job)
+    assert job.phase == JobPhase.RUNNING
+    assert h.driver.acked_persisted == [True, True]
+
+
+def test_no_jobs_declines_with_long_filter_and_suppresses(harness: Harness):
+    h = harness
+    h.register()
+    h.offer(make_offer("a1"))
+    h.tick()
+    declines = h.driver.named("declineOffer")
+    assert declines and declines[-1][1]["refuse_seconds"] >= 300
+    assert h.driver.named("suppressOffers")
+    h.driver.clear()
+    h.submit()
+    h.tick()
+    assert h.driver.named("reviveOffers")
+
+
+def test_rescale_grow_sends_request_to_continuing_executor_and_launches_new_worker():
+    policy = ScriptedPolicy()
+    h = Harness(policy)
+    h.register()
+    job = h.submit()
+    h.offer(make_offer("a1"))
+    h.tick()
+    h.run_all(job)
+    h.driver.clear()
+    policy.counts[0] = (1, 2)
+    h.offer(make_offer("a1", cpus=3, gpus=1, mem=30000, ports=(32000, 32010)))
+    h.next_slot()
+    new = _specs(h.driver)
+    assert [s.role for s in new] == ["worker"] and new[0].cluster.generation == 2 and new[0].rank == 1
+    msgs = h.driver.named("sendFrameworkMessage")
+    assert len(msgs) == 1
+    req = decode_b64(msgs[0][2])
+    assert isinstance(req, RescaleRequest) and req.cluster.generation == 2
+    assert {a[1] for a in req.assignments} == {"ps", "worker"}
+    assert job.phase == JobPhase.RESCALING and job.rescales == 1
+    # no report yet: re-sent after rescale_resend seconds
+    h.driver.clear()
+    h.tick(h.cfg.rescale_resend + 0.1)
+    assert len(h.driver.named("sendFrameworkMessage")) == 1
+    # report + new task running -> RUNNING
+    ex_id, agent = msgs[0][0]["value"], msgs[0][1]["value"]
+    rep = RescaleReport(job.job_id, "t", 2, True, (("stop", 0.1),))
+    h.core.handle(ev.FrameworkMessage(ex_id, agent, encode_b64(rep)))
+    h.run_all(job)
+    assert job.phase == JobPhase.RUNNING and job.num_workers == 2
+    h.driver.clear()
+    h.tick(h.cfg.rescale_resend + 0.1)
+    assert not h.driver.named("sendFrameworkMessage")
+
+
+def test_rescale_shrink_kills_removed_task():
+    policy = ScriptedPolicy(default=(1, 2))
+    h = Harness(policy)
+    h.register()
+    job = h.submit()
+    h.offer(make_offer("a1"))
+    h.tick()
+    h.run_all(job)
+    assert job.num_workers == 2
+    h.driver.clear()
+    policy.default = (1, 1)
+    h.next_slot()
+    kills = h.driver.named("killTask")
+    assert len(kills) == 1
+    killed = kills[0][0]["value"]
+    assert job.tasks[killed].role == "worker" and job.tasks[killed].killing
+    assert job.num_workers == 1 and job.phase == JobPhase.RESCALING
+    h.core.handle(status(killed, "TASK_KILLED"))
+    assert job.phase == JobPhase.RESCALING  # still waiting for the RescaleReport
+
+
+def test_workers_finished_finishes_job_and_kills_ps(harness: Harness):
+    h = harness
+    h.register()
+    job = h.submit()
+    h.offer(make_offer("a1"))
+    h.tick()
+    h.run_all(job)
+    worker = job.live_tasks("worker")[0]
+    ps = job.live_tasks("ps")[0]
+    h.driver.clear()
+    h.core.handle(status(worker.task_id, "TASK_FINISHED"))
+    assert job.phase == JobPhase.FINISHED and job.epochs_done == job.spec.epochs
+    assert [k[0]["value"] for k in h.driver.named("killTask")] == [ps.task_id]
+    assert h.store.load_jobs()[job.job_id].phase == JobPhase.FINISHED
+
+
+def test_progress_reports_feed_the_next_snapshot(harness: Harness):
+    h = harness
+    h.register()
+    job = h.submit()
+    h.offer(make_offer("a1"))
+    h.tick()
+    h.run_all(job)
+    w = job.live_tasks("worker")[0]
+    t0 = h.clock.t
+    for k, e in enumerate((1.0, 2.0, 3.0)):
+        msg = ProgressReport(job.job_id, w.task_id, 1, e, 10 * (k + 1), 50.0, timestamp=t0 + 10 * k)
+        h.core.handle(ev.FrameworkMessage(w.executor_id, w.agent_id, encode_b64(msg)))
+    h.core.handle(ev.FrameworkMessage(w.executor_id, w.agent_id, "bm90IGpzb24="))  # garbage is dropped
+    assert job.epochs_done == 3.0
+    assert abs(job.measured_eps - 0.1) < 1e-9
+    h.next_slot()
+    view = h.policy.states[-1].job(job.job_id)
+    assert view.epochs_done == 3.0 and abs(view.measured_epochs_per_second - 0.1) < 1e-9
+
+
+def test_lost_task_is_rescheduled(harness: Harness):
+    h = harness
+    h.register()
+    job = h.submit()
+    h.offer(make_offer("a1"), make_offer("a2"))
+    h.tick()
+    h.run_all(job)
+    worker = job.live_tasks("worker")[0]
+    h.driver.clear()
+    h.offer(make_offer("a2"))
+    h.core.handle(status(worker.task_id, "TASK_LOST", worker.agent_id))
+    launched = _specs(h.driver)
+    assert [s.role for s in launched] == ["worker"] and launched[0].cluster.generation == 2
+    assert job.num_workers == 1 and job.phase == JobPhase.RESCALING
+
+
+def test_agent_lost_reschedules_its_tasks():
+    h = Harness(ScriptedPolicy())
+    h.register()
+    job = h.submit()
+    h.offer(make_offer("a1"))
+    h.tick()
+    h.run_all(job)
+    h.driver.clear()
+    h.offer(make_offer("a2"))
+    h.core.handle(ev.AgentLost("a1"))
+    assert {s.role for s in _specs(h.driver)} == {"ps", "worker"}
+    assert all(t.agent_id == "a2" for t in job.live_tasks())
+
+
+def test_repeated_failures_fail_the_job():
+    h = Harness(ScriptedPolicy())
+    h.register()
+    job = h.submit()
+    for i in range(h.cfg.max_task_failures + 1):
+        h.offer(make_offer("a1"))
+        h.next_slot()
+        w = job.live_tasks("worker")[0]
+        h.core.handle(status(w.task_id, "TASK_FAILED", message="exit 1"))
+    assert job.phase == JobPhase.FAILED
+    assert job.restart_count >= 1
+
+
+def test_waits_for_missing_offer_then_replans_after_timeout():
+    policy = ScriptedPolicy()
+    h = Harness(policy)
+    h.register()
+    job = h.submit()
+    h.offer(make_offer("a1", cpus=1, gpus=0, mem=8000))  # fits only the PS
+    h.tick(h.cfg.offer_wait)
+    # placement could only grant a job with a worker nowhere: nothing launched
+    assert not h.driver.launched()
+    h.offer(make_offer("a2"))
+    h.next_slot()
+    assert len(h.driver.launched()) == 2
+
+
+def test_transition_waiting_for_offer_launches_when_it_arrives():
+    policy = ScriptedPolicy()
+    h = Harness(policy)
+    h.register()
+    job = h.submit()
+    h.offer(make_offer("a1"))
+    h.tick()
+    h.run_all(job)
+    # a2 offers, slot decides to grow onto it, but the offer is rescinded before launch
+    policy.counts[0] = (2, 4)
+    o = make_offer("a2")
+    h.offer(o)
+    h.core.handle(ev.OfferRescinded(o["id"]["value"]))
+    h.driver.clear()
+    h.next_slot()
+    # only a1's resources are known now (no a1 offer either): nothing to place
+    assert not h.driver.launched()
+    # a plan waiting for an agent whose offer is gone: launches when one arrives
+    from dl2_mesos.placement import PlannedTask
+    from dl2_mesos.framework.transitions import Transition
+    from dl2_mesos.allocation import JobAllocation
+    h.core.transitions[job.job_id] = Transition(job.job_id, (), (PlannedTask(job.job_id, "worker", "a3", job.spec.worker),),
+                                                JobAllocation(1, 2), h.clock.t)
+    h.offer(make_offer("a4"))
+    assert not h.driver.launched()
+    h.offer(make_offer("a3"))
+    assert [t["agent_id"]["value"] for t in h.driver.launched()] == ["a3"]
+    # and a transition that never gets its offer is re-planned after launch_timeout
+    h.core.transitions[job.job_id] = Transition(job.job_id, (), (PlannedTask(job.job_id, "worker", "a9", job.spec.worker),),
+                                                JobAllocation(1, 3), h.clock.t)
+    h.driver.clear()
+    h.offer(make_offer("a4"))
+    h.tick(h.cfg.launch_timeout + 0.1)
+    assert "a9" not in {t["agent_id"]["value"] for t in h.driver.launched()}
+    assert job.job_id not in h.core.transitions or h.core.transitions[job.job_id].reason == "launch timeout"
+
+
+def test_cancel_kills_tasks(harness: Harness):
+    h = harness
+    h.register()
+    job = h.submit()
+    h.offer(make_offer("a1"))
+    h.tick()
+    h.core.handle(ev.CancelJob(job.job_id))
+    assert job.phase == JobPhase.CANCELLED
+    assert len(h.driver.named("killTask")) == 2
+
+
+def test_unknown_task_update_is_killed_and_acked(harness: Harness):
+    h = harness
+    h.register()
+    h.core.handle(status("stranger", "TASK_RUNNING"))
+    assert h.driver.named("killTask")[0][0]["value"] == "stranger"
+    assert h.driver.named("acknowledgeStatusUpdate")
+
+
+def test_failover_restores_jobs_framework_id_and_reconciles(harness: Harness):
+    h = harness
+    h.register("fw-42")
+    job = h.submit()
+    h.offer(make_offer("a1"))
+    h.tick()
+    h.run_all(job)
+    # a new leader on the same store
+    core2 = SchedulerCore(h.cfg, ScriptedPolicy(), h.store.__class__(h.kv), clock=h.clock)
+    core2.restore()
+    assert core2.framework_id == "fw-42"
+    assert core2.jobs[job.job_id].phase == JobPhase.RUNNING and core2.jobs[job.job_id].num_workers == 1
+    d2 = FakeDriver()
+    core2.handle(ev.Registered(d2, "fw-42", "m:5050", True))
+    explicit = [a[0] for a in d2.named("reconcileTasks") if a[0]]
+    assert {t["task_id"]["value"] for t in explicit[0]} == set(job.tasks)
+    assert [] in [a[0] for a in d2.named("reconcileTasks")]
+    # the old leader is fenced: its next write fails
+    import pytest
+    from dl2_mesos.framework.kv import StaleVersion
+    h.core.dirty(job)
+    with pytest.raises(StaleVersion):
+        h.core.flush()
+
+
+def test_policy_failure_keeps_current_counts():
+    class Broken:
+        name = "broken"
+
+        def decide(self, state):
+            raise RuntimeError("boom")
+
+    h = Harness(Broken())
+    h.register()
+    h.submit()
+    h.offer(make_offer("a1"))
+    h.tick()
+    assert h.core.metrics.decision_errors._value.get() == 1
+    assert not h.driver.launched()
+
+
+def test_preempted_job_goes_back_to_pending():
+    policy = ScriptedPolicy()
+    h = Harness(policy)
+    h.register()
+    job = h.submit()
+    h.offer(make_offer("a1"))
+    h.tick()
+    h.run_all(job)
+    policy.counts[0] = (0, 0)
+    h.next_slot()
+    assert job.phase == JobPhase.PENDING and job.num_workers == 0
+    assert len(h.driver.named("killTask")) == 2
