@@ -1,0 +1,172 @@
+"""HTTP servers of the local cluster: the master's app, one app per agent, and a uvicorn wrapper.
+
+The master answers the Mesos endpoints this project needs (``/api/v1/scheduler``, ``/version``,
+``/master/state`` + ``/state``, ``/health``) plus control endpoints under ``/local/`` that are
+*not* Mesos API: fault injection for tests and demos. Agents answer ``/api/v1/executor`` on their
+own port, since pymesos's executor driver posts to ``MESOS_AGENT_ENDPOINT`` + ``/api/v1/executor``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+import uvicorn
+from fastapi import FastAPI
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+
+from .agent import Agent
+from .executor_api import make_executor_endpoint
+from .master import Master
+from .scheduler_api import make_scheduler_endpoint
+from .state_json import master_state_json, version_json
+
+if TYPE_CHECKING:
+    from .runtime import LocalMesos
+
+logger = logging.getLogger(__name__)
+
+
+def master_app(runtime: LocalMesos) -> FastAPI:
+    app = FastAPI(title="dl2 local Mesos-compatible master (test stand-in)", docs_url=None, redoc_url=None,
+                  openapi_url=None)
+    get_master: Callable[[], Master | None] = lambda: runtime.master  # noqa: E731
+    app.add_route("/api/v1/scheduler", make_scheduler_endpoint(get_master), methods=["POST"])
+
+    async def version(request: Request) -> Response:
+        return JSONResponse(version_json())
+
+    async def state(request: Request) -> Response:
+        master = runtime.master
+        if master is None:
+            return PlainTextResponse("Master is not running", status_code=503)
+        return JSONResponse(master_state_json(master, runtime.config.zk))
+
+    async def health(request: Request) -> Response:
+        return Response(status_code=200 if runtime.master is not None else 503)
+
+    app.add_route("/version", version, methods=["GET"])
+    for path in ("/master/state", "/master/state.json", "/state", "/state.json"):
+        app.add_route(path, state, methods=["GET"])
+    app.add_route("/health", health, methods=["GET"])
+    app.add_route("/master/health", health, methods=["GET"])
+
+    # ---- /local/*: control endpoints of this stand-in (not part of the Mesos API) ----------------
+    async def cluster_info(request: Request) -> Response:
+        return JSONResponse(runtime.info())
+
+    async def remove_agent(request: Request) -> Response:
+        aid = request.path_params["agent_id"]
+        unreachable = request.query_params.get("unreachable", "false").lower() in ("1", "true", "yes")
+        ok = await runtime.remove_agent(aid, unreachable=unreachable)
+        return JSONResponse({"removed": ok}, status_code=200 if ok else 404)
+
+    async def add_agent(request: Request) -> Response:
+        try:
+            spec = await request.json()
+            aid = await runtime.add_agent(runtime.agent_config_from(spec if isinstance(spec, dict) else {}))
+        except (ValueError, TypeError) as exc:
+            return PlainTextResponse(f"Invalid agent spec: {exc}", status_code=400)
+        return JSONResponse({"agent_id": aid, "endpoint": runtime.agents[aid].endpoint})
+
+    async def restart_master(request: Request) -> Response:
+        try:
+            downtime = float(request.query_params.get("downtime", "0"))
+        except ValueError:
+            return PlainTextResponse("downtime must be a number of seconds", status_code=400)
+        # Answer first: this very server goes down during the restart.
+        asyncio.get_running_loop().create_task(runtime.restart_master(downtime))
+        return JSONResponse({"restarting": True}, status_code=202)
+
+    async def disconnect(request: Request) -> Response:
+        ok = runtime.disconnect_framework(request.path_params["framework_id"])
+        return JSONResponse({"disconnected": ok}, status_code=200 if ok else 404)
+
+    app.add_route("/local/cluster", cluster_info, methods=["GET"])
+    app.add_route("/local/agents", add_agent, methods=["POST"])
+    app.add_route("/local/agents/{agent_id}/remove", remove_agent, methods=["POST"])
+    app.add_route("/local/master/restart", restart_master, methods=["POST"])
+    app.add_route("/local/frameworks/{framework_id}/disconnect", disconnect, methods=["POST"])
+    return app
+
+
+def agent_app(agent: Agent) -> FastAPI:
+    app = FastAPI(title=f"dl2 local Mesos-compatible agent {agent.index}", docs_url=None, redoc_url=None,
+                  openapi_url=None)
+    app.add_route("/api/v1/executor", make_executor_endpoint(agent), methods=["POST"])
+
+    async def state(request: Request) -> Response:
+        return JSONResponse(agent.state_json())
+
+    async def health(request: Request) -> Response:
+        return Response(status_code=200)
+
+    async def version(request: Request) -> Response:
+        return JSONResponse(version_json())
+
+    for path in ("/state", "/state.json", "/slave(1)/state"):
+        app.add_route(path, state, methods=["GET"])
+    app.add_route("/health", health, methods=["GET"])
+    app.add_route("/version", version, methods=["GET"])
+    return app
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # The cluster (CLI or LocalCluster) owns signal handling, not each server.
+        yield
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+class HttpServer:
+    """A uvicorn server on a pre-bound socket, run as a task of the current event loop."""
+
+    def __init__(self, app: FastAPI, host: str, port: int = 0) -> None:
+        self.app = app
+        self.host = host
+        self.sock = bind_socket(host, port)
+        self.port: int = self.sock.getsockname()[1]
+        # Mesos keeps HTTP connections open; pymesos reuses one connection for all its calls and
+        # fails a call if the server silently dropped it, so idle connections are kept for long.
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
+                                timeout_keep_alive=24 * 3600, timeout_graceful_shutdown=1)
+        self.server = _Server(config)
+        self._task: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self.server.serve(sockets=[self.sock]))
+        for _ in range(500):
+            if self.server.started or self._task.done():
+                break
+            await asyncio.sleep(0.01)
+        if self._task.done():
+            self._task.result()
+            raise RuntimeError(f"HTTP server on {self.host}:{self.port} did not start")
+
+    async def stop(self) -> None:
+        if self._task is None:
+            return
+        self.server.should_exit = True
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), 3.0)
+        except asyncio.TimeoutError:
+            self.server.force_exit = True
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        self._task = None
+        with contextlib.suppress(OSError):
+            self.sock.close()

@@ -1,0 +1,175 @@
+"""Resource offers: the allocation cycle, refuse filters, suppress/revive and rescinds.
+
+Follows the behaviour of Mesos's hierarchical DRF allocator as the "Scheduler HTTP API" document
+describes it for OFFERS/DECLINE/SUPPRESS/REVIVE: every ``allocation_interval`` (and soon after
+events that free resources or add frameworks) each agent's unallocated resources are offered, as
+one offer, to the active, non-suppressed framework with the smallest dominant share that has no
+refuse filter covering them. Agents with GPUs are offered only to frameworks with the
+``GPU_RESOURCES`` capability (Mesos's ``--filter_gpu_resources`` default).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from .protocol import now
+from .resources import ResourceBag
+from .state import AgentRecord, Framework, Offer, RefuseFilter
+
+if TYPE_CHECKING:
+    from .master import Master
+
+logger = logging.getLogger(__name__)
+MAX_REFUSE_SECONDS = 365 * 86400.0
+
+
+class Allocator:
+    """Creates offers for ``master``; runs as an asyncio task on the master's loop."""
+
+    def __init__(self, master: Master, interval: float) -> None:
+        self.master = master
+        self.interval = interval
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._offer_seq = 0
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="allocator")
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    def trigger(self) -> None:
+        """Run an allocation soon (resources freed, framework added, REVIVE ...)."""
+        self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.interval)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
+            await asyncio.sleep(0.05)  # batch bursts of triggers, as the Mesos allocator batches
+            try:
+                self.allocate()
+            except Exception:  # keep offering even if one cycle hits a bug
+                logger.exception("allocation cycle failed")
+
+    # ---- accounting -----------------------------------------------------------------------
+    def used(self, agent_id: str) -> ResourceBag:
+        """Resources of live tasks and executors on an agent."""
+        total = ResourceBag()
+        for fw in self.master.frameworks.values():
+            for task in fw.tasks.values():
+                if task.agent_id == agent_id and task.uses_resources:
+                    total = total + task.resources
+            for _info, res in fw.executors.get(agent_id, {}).values():
+                total = total + res
+        return total
+
+    def offered(self, agent_id: str) -> ResourceBag:
+        total = ResourceBag()
+        for oid in self.master.agents[agent_id].offers:
+            total = total + self.master.offers[oid].resources
+        return total
+
+    def available(self, agent: AgentRecord) -> ResourceBag:
+        return agent.total - self.used(agent.agent_id) - self.offered(agent.agent_id)
+
+    def _share(self, fw: Framework, totals: ResourceBag) -> float:
+        alloc = ResourceBag()
+        for task in fw.tasks.values():
+            if task.uses_resources:
+                alloc = alloc + task.resources
+        for oid in fw.offers:
+            alloc = alloc + self.master.offers[oid].resources
+        shares = [alloc.scalar(k) / totals.scalar(k) for k in ("cpus", "mem", "gpus") if totals.scalar(k) > 0]
+        return max(shares, default=0.0)
+
+    # ---- the cycle ------------------------------------------------------------------------
+    def allocate(self) -> None:
+        master = self.master
+        at = now()
+        candidates = [f for f in master.frameworks.values() if f.connected and not f.suppressed]
+        if not candidates:
+            return
+        totals = ResourceBag()
+        for agent in master.agents.values():
+            totals = totals + agent.total
+        new_offers: dict[str, list[Offer]] = defaultdict(list)
+        for agent in list(master.agents.values()):
+            avail = self.available(agent)
+            if not avail.allocatable():
+                continue
+            for fw in sorted(candidates, key=lambda f: (self._share(f, totals), f.registered_time)):
+                if agent.has_gpus and not fw.has_capability("GPU_RESOURCES"):
+                    continue
+                if fw.filtered(agent.agent_id, avail, at):
+                    continue
+                new_offers[fw.id].append(self._make_offer(fw, agent, avail))
+                break
+        for fid, offers in new_offers.items():
+            fw = master.frameworks[fid]
+            fw.send({"type": "OFFERS", "offers": {"offers": [self.offer_json(o) for o in offers]}})
+            logger.debug("offered %d offers to %s", len(offers), fid)
+
+    def _make_offer(self, fw: Framework, agent: AgentRecord, resources: ResourceBag) -> Offer:
+        self._offer_seq += 1
+        offer = Offer(f"{self.master.id}-O{self._offer_seq}", fw.id, agent.agent_id, resources)
+        self.master.offers[offer.offer_id] = offer
+        fw.offers.add(offer.offer_id)
+        agent.offers.add(offer.offer_id)
+        return offer
+
+    def offer_json(self, offer: Offer) -> dict[str, Any]:
+        """mesos.proto ``Offer``."""
+        master = self.master
+        agent = master.agents[offer.agent_id]
+        fw = master.frameworks[offer.framework_id]
+        executor_ids = [{"value": eid} for eid in sorted(fw.executors.get(offer.agent_id, {}))]
+        return {
+            "id": {"value": offer.offer_id},
+            "framework_id": {"value": offer.framework_id},
+            "agent_id": {"value": offer.agent_id},
+            "hostname": agent.hostname,
+            "url": {"scheme": "http", "address": {"hostname": agent.hostname, "ip": agent.agent.host,
+                                                   "port": agent.agent.port}, "path": "/slave(1)"},
+            "resources": offer.resources.to_json(allocation_role=fw.role),
+            "attributes": agent.agent.attributes_json(),
+            "executor_ids": executor_ids,
+            "allocation_info": {"role": fw.role},
+        }
+
+    # ---- removal --------------------------------------------------------------------------
+    def remove_offer(self, offer_id: str, rescind: bool) -> Offer | None:
+        """Drop an outstanding offer (its resources become available again)."""
+        master = self.master
+        offer = master.offers.pop(offer_id, None)
+        if offer is None:
+            return None
+        fw = master.frameworks.get(offer.framework_id)
+        if fw is not None:
+            fw.offers.discard(offer_id)
+            if rescind:
+                fw.send({"type": "RESCIND", "rescind": {"offer_id": {"value": offer_id}}})
+        agent = master.agents.get(offer.agent_id)
+        if agent is not None:
+            agent.offers.discard(offer_id)
+        return offer
+
+    @staticmethod
+    def add_filter(fw: Framework, agent_id: str, resources: ResourceBag, refuse_seconds: float) -> None:
+        """Install a refuse filter the way the Mesos allocator does for DECLINE / unused ACCEPT resources."""
+        if refuse_seconds < 0:
+            refuse_seconds = 5.0  # Mesos: negative -> the default, with a warning
+        refuse_seconds = min(refuse_seconds, MAX_REFUSE_SECONDS)
+        if refuse_seconds == 0 or resources.is_empty():
+            return
+        fw.filters.setdefault(agent_id, []).append(RefuseFilter(resources, now() + refuse_seconds))
