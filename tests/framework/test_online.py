@@ -1,0 +1,154 @@
+"""Online learning: rewards from progress, model versions in the store, rollback, failover resume."""
+
+from __future__ import annotations
+
+import logging
+
+from dl2_mesos.messages import ProgressReport, encode_b64
+from dl2_mesos.framework import events as ev
+from dl2_mesos.framework.kv import MemoryKV
+from dl2_mesos.framework.online import OnlineLearning
+from dl2_mesos.framework.state_store import StateStore
+
+from .conftest import Harness, make_offer
+
+
+class FakeAdapter:
+    """A 'model' that is one number; update() adds 1."""
+
+    def __init__(self) -> None:
+        self.weight = 0
+        self.pending = False
+        self.loaded: list[int] = []
+
+    def complete_slot(self, reward):
+        had, self.pending = self.pending, False
+        return had
+
+    def record(self):
+        self.pending = True
+
+    def update(self):
+        self.weight += 1
+        return True
+
+    def dump(self):
+        return str(self.weight).encode()
+
+    def load(self, blob):
+        self.weight = int(blob.decode())
+        self.loaded.append(self.weight)
+
+
+def _learning(store, adapter, **kw):
+    ol = OnlineLearning(store, adapter, "fake", window=3, margin=0.2, keep=4, **kw)
+    ol.start()
+    return ol
+
+
+def test_versions_are_stored_and_resumed():
+    store = StateStore(MemoryKV())
+    a = FakeAdapter()
+    ol = _learning(store, a)
+    assert ol.version == 1 and store.get_model(1) == b"0"
+    for r in (1.0, 1.0):
+        a.record()
+        ol.end_slot(r)
+    assert ol.version == 3 and store.get_model(3) == b"2"
+    assert ol.describe()["recent_rewards"] == [1.0, 1.0]
+    # a new leader resumes version 3
+    b = FakeAdapter()
+    ol2 = _learning(StateStore(store.kv), b)
+    assert ol2.version == 3 and b.weight == 2
+
+
+def test_frozen_model_is_not_updated():
+    store = StateStore(MemoryKV())
+    a = FakeAdapter()
+    ol = _learning(store, a, enabled=False)
+    a.record()
+    ol.end_slot(1.0)
+    assert ol.version == 1 and a.weight == 0 and ol.describe()["online_learning"] is False
+
+
+def test_rollback_when_reward_drops(caplog):
+    store = StateStore(MemoryKV())
+    a = FakeAdapter()
+    ol = _learning(store, a)
+    for _ in range(3):  # baseline window with the starting model: mean 1.0
+        a.record()
+        ol.end_slot(1.0)
+    assert ol.info["baseline"] == 1.0
+    before = ol.version
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):  # clearly worse
+            a.record()
+            ol.end_slot(0.1)
+    assert ol.info["rollbacks"] and ol.info["rollbacks"][-1]["from"] > ol.info["rollbacks"][-1]["to"]
+    assert ol.version < before + 3
+    assert a.loaded and "rolling back" in caplog.text
+    assert store.models()["current"] == ol.version
+
+
+def test_no_rollback_when_reward_holds():
+    store = StateStore(MemoryKV())
+    a = FakeAdapter()
+    ol = _learning(store, a)
+    for r in (1.0, 1.0, 1.0, 0.9, 1.1, 0.95, 1.0):
+        a.record()
+        ol.end_slot(r)
+    assert not ol.info["rollbacks"]
+
+
+def test_core_feeds_slot_rewards_from_reported_progress():
+    h = Harness()
+    ol = OnlineLearning(h.store, None, "scripted", window=3)
+    ol.start()
+    h.core.learner = ol
+    h.register()
+    job = h.submit(epochs=10)
+    h.offer(make_offer("a1"))
+    h.tick()
+    h.run_all(job)
+    w = job.live_tasks("worker")[0]
+    msg = ProgressReport(job.job_id, w.task_id, 1, 2.5, 10, 5.0)
+    h.core.handle(ev.FrameworkMessage(w.executor_id, w.agent_id, encode_b64(msg)))
+    h.next_slot()
+    assert ol.describe()["recent_rewards"] == [0.25]
+    assert h.core.view()["policy"]["recent_rewards"] == [0.25]
+
+
+def test_dl2_adapter_updates_real_model():
+    import pytest
+
+    torch = pytest.importorskip("torch")
+    from dl2_mesos.policy.dl2.config import DL2Config
+    from dl2_mesos.policy.dl2.dl2_policy import DL2Policy
+    from dl2_mesos.policy.dl2.network import ActorCritic
+    from dl2_mesos.framework.online import DL2Adapter
+
+    torch.manual_seed(0)
+    policy = DL2Policy(net=ActorCritic(DL2Config()))
+    adapter = DL2Adapter(policy)
+    h = Harness(policy=policy)
+    ol = OnlineLearning(h.store, adapter, "dl2", window=5)
+    ol.start()
+    h.core.learner = ol
+    h.register()
+    job = h.submit(epochs=10)
+    h.offer(make_offer("a1"), make_offer("a2"))
+    h.tick()
+    h.run_all(job)
+    before = {k: v.clone() for k, v in policy.net.state_dict().items()}
+    for w in job.live_tasks("worker")[:1]:  # an untrained model may give the job nothing
+        h.core.handle(ev.FrameworkMessage(w.executor_id, w.agent_id,
+                                          encode_b64(ProgressReport(job.job_id, w.task_id, 1, 1.0, 1, 1.0))))
+    h.offer(make_offer("a1"), make_offer("a2"))
+    h.next_slot()
+    assert ol.version == 2
+    after = policy.net.state_dict()
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+    blob = h.store.get_model(2)
+    other = DL2Adapter(DL2Policy(net=ActorCritic(DL2Config())))
+    other.load(blob)
+    assert all(torch.equal(other.policy.net.state_dict()[k], after[k]) for k in after)
