@@ -14,6 +14,7 @@ import click
 # command name -> ("module:attribute" of a click.Command, one-line help shown by `dl2 --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("dl2_mesos.policy.cli:simulate", "Compare policies in the cluster simulator."),
+    "trace": ("dl2_mesos.policy.cli:trace", "Generate job traces or import Philly-style logs."),
     "train": ("dl2_mesos.policy.train_cli:train", "Train the DL2 policy (supervised warm-up, then RL)."),
     "evaluate": ("dl2_mesos.policy.train_cli:evaluate", "Evaluate DL2 and baselines on held-out seeds."),
     "bench": ("dl2_mesos.bench_cli:bench", "Run a benchmark and print its figures."),

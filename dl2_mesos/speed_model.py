@@ -10,7 +10,9 @@ Fit (reference semantics, with its quirks fixed, dl2-facts section 11.8):
     tail) is fitted per model over the remaining (PS, workers) points;
   * counts beyond the measured range are clamped to it (more tasks than ever measured are
     assumed to give no further gain, instead of extrapolating the RBF), and the result is
-    floored at 1% of the model's smallest measured speed, so a running job always progresses.
+    floored at 1% of the model's smallest measured speed, so a running job always progresses;
+  * an unmeasured point inside the range is kept between its nearest measured neighbours in
+    its row and column, so the table is monotone wherever the measurements are.
 
 Epochs per second = total samples/s / the type's ``epoch_size`` (the reference's divisor).
 Values are precomputed into a table, so a lookup is an array index.
@@ -53,6 +55,53 @@ def clean_measurements(points: list[tuple[int, int, float]]) -> list[tuple[int, 
     return [p for p in points if p[2] >= FAILED_FRACTION_OF_MEDIAN * med]
 
 
+def _bound_by_measured_neighbours(vals: np.ndarray, measured: dict[tuple[int, int], float]) -> None:
+    """Keep each unmeasured in-range value between its nearest measured neighbours.
+
+    The RBF can dip or overshoot slightly between two measured points of one row (same PS
+    count) or column (same worker count); bounding it by them makes the table monotone
+    wherever the measurements are. Where both a row and a column bracket the point, the
+    intersection of the two intervals is used when it is not empty, else the row's.
+    """
+    rows: dict[int, list[int]] = {}
+    cols: dict[int, list[int]] = {}
+    for p, w in measured:
+        rows.setdefault(p, []).append(w)
+        cols.setdefault(w, []).append(p)
+    for v in (*rows.values(), *cols.values()):
+        v.sort()
+
+    def bracket(sorted_vals: list[int], x: int) -> tuple[int, int] | None:
+        i = int(np.searchsorted(sorted_vals, x))
+        if 0 < i < len(sorted_vals):
+            return sorted_vals[i - 1], sorted_vals[i]
+        return None
+
+    max_p = max(p for p, _ in measured)
+    max_w = max(w for _, w in measured)
+    for p in range(1, max_p + 1):
+        for w in range(1, max_w + 1):
+            if (p, w) in measured:
+                continue
+            bounds = []
+            b = bracket(rows.get(p, []), w)
+            if b is not None:
+                a, c = measured[(p, b[0])], measured[(p, b[1])]
+                bounds.append((min(a, c), max(a, c)))
+            b = bracket(cols.get(w, []), p)
+            if b is not None:
+                a, c = measured[(b[0], w)], measured[(b[1], w)]
+                bounds.append((min(a, c), max(a, c)))
+            if not bounds:
+                continue
+            lo, hi = bounds[0]
+            if len(bounds) == 2:
+                lo2, hi2 = max(lo, bounds[1][0]), min(hi, bounds[1][1])
+                if lo2 <= hi2:
+                    lo, hi = lo2, hi2
+            vals[p, w] = min(max(vals[p, w], lo), hi)
+
+
 class SpeedModel:
     """Lookup of total training speed (samples/s) and epochs/s per job type and counts."""
 
@@ -72,12 +121,17 @@ class SpeedModel:
             pp, ww = np.meshgrid(np.clip(grid, 1, max_p), np.clip(grid, 1, max_w), indexing="ij")
             vals = rbf(np.stack([pp.ravel(), ww.ravel()], axis=1)).reshape(pp.shape)
             floor = 0.01 * z.min()
-            vals = np.maximum(vals, floor)
-            vals[0, :] = 0.0  # no PS: no progress for a PS job
-            vals[:, 0] = 0.0  # no worker: no progress
             # measured points are used exactly where they exist
             for p, w, s in pts:
                 vals[p, w] = s
+            _bound_by_measured_neighbours(vals, {(p, w): s for p, w, s in pts})
+            # beyond the measured range: exactly the edge values (clamped counts)
+            mp, mw = int(max_p), int(max_w)
+            vals[mp + 1 :, :] = vals[mp, :]
+            vals[:, mw + 1 :] = vals[:, mw][:, None]
+            vals = np.maximum(vals, floor)
+            vals[0, :] = 0.0  # no PS: no progress for a PS job
+            vals[:, 0] = 0.0  # no worker: no progress
             self._tables[jt.name] = vals
             self._epoch_size[jt.name] = jt.epoch_size
 

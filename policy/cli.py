@@ -1,0 +1,319 @@
+"""``dl2 simulate`` (compare policies in the simulator) and ``dl2 trace`` (make traces)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import fields, replace
+from pathlib import Path
+
+import click
+
+from dl2_mesos.errors import ConfigError, Dl2Error, TraceFormatError, UnknownPolicy
+
+logger = logging.getLogger(__name__)
+
+
+# -- option parsing ---------------------------------------------------------------------------------
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"1-5"`` -> [1..5]; ``"1,3,9"``; ``"4"``; ranges and lists combine (``"1-3,7"``)."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            if "-" in part[1:]:
+                lo, hi = part.split("-", 1) if not part.startswith("-") else (part, "")
+                a, b = int(lo), int(hi)
+                if b < a:
+                    raise ValueError
+                seeds.extend(range(a, b + 1))
+            else:
+                seeds.append(int(part))
+        except ValueError:
+            raise click.BadParameter(f"{part!r} is not a seed, list (1,2,5) or range (1-5)", param_hint="--seeds") from None
+    if not seeds:
+        raise click.BadParameter("no seeds given", param_hint="--seeds")
+    return seeds
+
+
+def parse_overrides(text: str, cls) -> dict:
+    """``"num_jobs=50,arrival=poisson"`` -> typed keyword arguments for dataclass ``cls``."""
+    known = {f.name: f for f in fields(cls)}
+    out: dict = {}
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "=" not in part:
+            raise click.BadParameter(f"{part!r}: expected key=value", param_hint="--generate")
+        key, value = (s.strip() for s in part.split("=", 1))
+        if key not in known:
+            raise click.BadParameter(f"unknown key {key!r} (known: {', '.join(known)})", param_hint="--generate")
+        current = getattr(cls(), key)
+        try:
+            if isinstance(current, bool):
+                if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ValueError
+                out[key] = value.lower() in ("true", "1", "yes")
+            elif isinstance(current, int):
+                out[key] = int(value)
+            elif isinstance(current, float):
+                out[key] = float(value)
+            elif isinstance(current, tuple):
+                out[key] = tuple(v for v in value.split("+") if v)
+            else:
+                out[key] = value
+        except ValueError:
+            raise click.BadParameter(f"{key}={value!r}: not a valid {type(current).__name__}", param_hint="--generate") from None
+    return out
+
+
+def mean_ci(values: list[float]) -> tuple[float, float]:
+    """Mean and half-width of the 95% Student-t confidence interval (nan for one value)."""
+    import numpy as np
+    from scipy import stats
+
+    a = np.asarray(values, dtype=float)
+    m = float(a.mean())
+    if len(a) < 2:
+        return m, float("nan")
+    half = float(stats.t.ppf(0.975, len(a) - 1) * a.std(ddof=1) / math.sqrt(len(a)))
+    return m, half
+
+
+# -- simulate ------------------------------------------------------------------------------------------
+
+
+def _fmt(m: float, half: float, digits: int = 2) -> str:
+    if math.isnan(half):
+        return f"{m:.{digits}f}"
+    return f"{m:.{digits}f} ± {half:.{digits}f}"
+
+
+def _table(results: dict, slot_seconds: float) -> str:
+    headers = ["policy", "avg JCT (slots)", "makespan (slots)", "CPU util", "GPU util", "rescales", "unfinished"]
+    rows = []
+    for name, r in results.items():
+        runs = r["runs"]
+        jct = mean_ci([x["avg_jct"] / slot_seconds for x in runs])
+        mk = mean_ci([x["makespan"] / slot_seconds for x in runs])
+        cpu = mean_ci([x["cpu_util"] for x in runs])
+        gpu = mean_ci([x["gpu_util"] for x in runs])
+        resc = mean_ci([float(x["rescales"]) for x in runs])
+        unf = sum(x["num_jobs"] - x["num_finished"] for x in runs)
+        rows.append([name, _fmt(*jct), _fmt(*mk), _fmt(*cpu), _fmt(*gpu), _fmt(*resc, digits=1), str(unf)])
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
+    return "\n".join(out)
+
+
+def _plot(results: dict, slot_seconds: float, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for name, r in results.items():
+        jcts = np.sort([j["jct"] / 3600.0 for run in r["runs"] for j in run["jobs"]])
+        if len(jcts):
+            ax1.step(jcts, np.arange(1, len(jcts) + 1) / len(jcts), where="post", label=name)
+        first = r["runs"][0]
+        t = [s["time"] / 3600.0 for s in first["slot_records"]]
+        (line,) = ax2.step(t, [s["gpu_util"] for s in first["slot_records"]], where="post", label=f"{name} GPU")
+        ax2.step(t, [s["cpu_util"] for s in first["slot_records"]], where="post", linestyle=":",
+                 color=line.get_color(), alpha=0.7, label=f"{name} CPU")
+    ax1.set_xlabel("job completion time (hours)")
+    ax1.set_ylabel("fraction of jobs")
+    ax1.set_title("JCT CDF (all seeds)")
+    ax1.grid(alpha=0.3)
+    ax1.legend()
+    ax2.set_xlabel("time (hours)")
+    ax2.set_ylabel("utilisation")
+    ax2.set_title(f"per-slot utilisation (seed {results[next(iter(results))]['runs'][0]['seed']})")
+    ax2.set_ylim(0, 1.05)
+    ax2.grid(alpha=0.3)
+    ax2.legend(fontsize="small", ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+@click.command()
+@click.option("--policies", "-p", default="drf,tetris,optimus,fifo,srtf", show_default=True,
+              help="Comma-separated policy names.")
+@click.option("--preset", default="small", show_default=True, help="Cluster and trace preset: reference, small, tiny.")
+@click.option("--trace", "trace_file", type=click.Path(dir_okay=False), help="Replay this CSV trace instead of generating.")
+@click.option("--generate", "generate", default="", metavar="KEY=VAL,...",
+              help="Trace-generator overrides of the preset, e.g. num_jobs=50,arrival=poisson,max_arrivals_per_slot=3.")
+@click.option("--seeds", default="1-5", show_default=True, help="Seeds: range 1-5, list 1,4,9, or one.")
+@click.option("--agents", type=click.IntRange(min=1), help="Number of nodes (overrides the preset).")
+@click.option("--slot-seconds", type=click.FloatRange(min=1.0), help="Slot length in seconds (overrides the preset).")
+@click.option("--max-slots", type=click.IntRange(min=1), help="Stop after this many slots.")
+@click.option("--restart-cost/--no-restart-cost", default=True, show_default=True, help="Charge the rescale restart cost.")
+@click.option("--speed-noise", type=click.FloatRange(0.0, 0.99), default=0.0, help="Training-speed noise amplitude.")
+@click.option("--model-path", type=click.Path(dir_okay=False), help="Model file for the dl2 policy.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write all results as JSON here.")
+@click.option("--plot", "plot_out", type=click.Path(dir_okay=False), help="Write the JCT CDF and utilisation plot (PNG).")
+@click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
+def simulate(policies, preset, trace_file, generate, seeds, agents, slot_seconds, max_slots, restart_cost,
+             speed_noise, model_path, json_out, plot_out, progress):
+    """Compare scheduling policies in the cluster simulator.
+
+    Each policy runs once per seed on the same traces (generated from the preset with the seed,
+    or the --trace file with the seed driving only speed noise). Prints mean and 95% CI over
+    seeds.
+    """
+    from tqdm import tqdm
+
+    from dl2_mesos.policy.registry import make_policy, policy_names
+    from dl2_mesos.policy.sim.config import TraceConfig
+    from dl2_mesos.policy.sim.config import preset as get_preset
+    from dl2_mesos.policy.sim.simulator import run
+    from dl2_mesos.policy.sim.trace import generate_trace, read_trace
+
+    names = [n.strip().lower() for n in policies.split(",") if n.strip()]
+    if not names:
+        raise click.BadParameter("no policy given", param_hint="--policies")
+    unknown = [n for n in names if n not in policy_names()]
+    if unknown:
+        raise click.BadParameter(f"unknown policy {unknown[0]!r}; known: {', '.join(policy_names())}", param_hint="--policies")
+    if trace_file and generate:
+        raise click.UsageError("give --trace or --generate, not both")
+    seed_list = parse_seeds(seeds)
+    try:
+        sim_cfg, trace_cfg = get_preset(preset)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="--preset") from None
+    try:
+        if generate:
+            trace_cfg = replace(trace_cfg, **parse_overrides(generate, TraceConfig))
+        sim_kw: dict = {"charge_restart_cost": restart_cost, "speed_noise": speed_noise}
+        if agents:
+            sim_kw["num_agents"] = agents
+        if slot_seconds:
+            sim_kw["slot_seconds"] = slot_seconds
+            trace_cfg = replace(trace_cfg, slot_seconds=slot_seconds)
+        if max_slots:
+            sim_kw["max_slots"] = max_slots
+        sim_cfg = replace(sim_cfg, **sim_kw)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+
+    fixed_trace = None
+    if trace_file:
+        try:
+            fixed_trace = read_trace(trace_file)
+        except (OSError, TraceFormatError) as exc:
+            raise click.ClickException(f"cannot read trace: {exc}") from None
+        if not fixed_trace:
+            raise click.ClickException(f"trace {trace_file} has no jobs")
+
+    made = {}
+    for n in names:
+        kwargs = {"model_path": model_path} if (n == "dl2" and model_path) else {}
+        try:
+            made[n] = make_policy(n, **kwargs)
+        except UnknownPolicy as exc:  # pragma: no cover - checked above
+            raise click.BadParameter(str(exc), param_hint="--policies") from None
+        except (Dl2Error, OSError, ImportError) as exc:
+            raise click.ClickException(f"cannot create policy {n!r}: {exc}") from None
+
+    traces = {}
+    for s in seed_list:
+        try:
+            traces[s] = fixed_trace if fixed_trace is not None else generate_trace(trace_cfg, s)
+        except ConfigError as exc:
+            raise click.UsageError(str(exc)) from None
+
+    results: dict[str, dict] = {n: {"runs": []} for n in names}
+    total = len(names) * len(seed_list)
+    with tqdm(total=total, desc="simulating", unit="run", disable=(not progress) if progress is not None else None) as bar:
+        for n in names:
+            for s in seed_list:
+                bar.set_postfix_str(f"{n} seed {s}")
+                m = run(made[n], sim_cfg, traces[s], seed=s)
+                results[n]["runs"].append(m.to_dict())
+                bar.update(1)
+    for n, r in results.items():
+        runs = r["runs"]
+        for key in ("avg_jct", "median_jct", "p95_jct", "makespan", "cpu_util", "gpu_util", "rescales"):
+            m, half = mean_ci([float(x[key]) for x in runs])
+            r[key] = m
+            r[f"{key}_ci95"] = None if math.isnan(half) else half
+
+    src = f"trace {trace_file}" if trace_file else f"preset {preset}" + (f" with {generate}" if generate else "")
+    click.echo(f"{src}; {len(sim_cfg.agent_resources())} nodes; {sim_cfg.slot_seconds:g} s slots; seeds {seeds}")
+    click.echo(_table(results, sim_cfg.slot_seconds))
+    if json_out:
+        doc = {
+            "policies": {n: {k: v for k, v in r.items()} for n, r in results.items()},
+            "config": {
+                "preset": preset,
+                "trace_file": trace_file,
+                "seeds": seed_list,
+                "sim": sim_cfg.to_dict(),
+                "trace": None if trace_file else trace_cfg.to_dict(),
+                "units": {"time": "seconds", "util": "fraction"},
+            },
+        }
+        Path(json_out).write_text(json.dumps(doc, indent=1))
+        click.echo(f"wrote {json_out}")
+    if plot_out:
+        _plot(results, sim_cfg.slot_seconds, plot_out)
+        click.echo(f"wrote {plot_out}")
+
+
+# -- trace -------------------------------------------------------------------------------------------------
+
+
+@click.group()
+def trace() -> None:
+    """Generate job traces or import them from cluster logs (CSV trace format: see README "Simulator")."""
+
+
+@trace.command("generate")
+@click.option("--preset", default="small", show_default=True, help="Trace preset: reference, small, tiny.")
+@click.option("--set", "overrides", default="", metavar="KEY=VAL,...", help="Overrides, e.g. num_jobs=50,arrival=poisson.")
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--output", "-o", type=click.Path(dir_okay=False), required=True, help="CSV file to write.")
+def trace_generate(preset, overrides, seed, output):
+    """Generate a trace with the reference's arrival processes and job mix."""
+    from dl2_mesos.policy.sim.config import TraceConfig
+    from dl2_mesos.policy.sim.config import preset as get_preset
+    from dl2_mesos.policy.sim.trace import generate_trace, write_trace
+
+    try:
+        _, cfg = get_preset(preset)
+        if overrides:
+            cfg = replace(cfg, **parse_overrides(overrides, TraceConfig))
+        tr = generate_trace(cfg, seed)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    write_trace(tr, output)
+    click.echo(f"wrote {len(tr)} jobs to {output}")
+
+
+@trace.command("import-philly")
+@click.argument("log", type=click.Path(exists=True, dir_okay=False))
+@click.option("--seed", type=int, default=0, show_default=True, help="Seeds the job-type draw.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), required=True, help="CSV trace to write.")
+def trace_import_philly(log, seed, output):
+    """Convert a Philly-style job log (submit time, duration, GPUs) into a trace."""
+    from dl2_mesos.policy.sim.philly import import_philly
+    from dl2_mesos.policy.sim.trace import write_trace
+
+    try:
+        tr = import_philly(log, seed=seed)
+    except TraceFormatError as exc:
+        raise click.ClickException(str(exc)) from None
+    write_trace(tr, output)
+    click.echo(f"wrote {len(tr)} jobs to {output}")
