@@ -25,6 +25,10 @@ from dl2_mesos.framework.core import SchedulerCore, UnknownJob
 from dl2_mesos.framework.kv import FileKV, ZooKeeperKV
 from dl2_mesos.framework.leader import LocalLeadership, ZkLeadership
 from dl2_mesos.framework.loop import SchedulingLoop
+
+# pymesos installs a SIGINT handler when imported, which only works on the main thread: import
+# it here (module import time), never first inside a leadership thread.
+from dl2_mesos.framework.mesos_scheduler import Dl2MesosScheduler  # noqa: E402
 from dl2_mesos.framework.metrics import FrameworkMetrics
 from dl2_mesos.framework.online import DL2Adapter, OnlineLearning
 from dl2_mesos.framework.state_store import StateStore
@@ -99,8 +103,9 @@ def connect_zookeeper(cfg: Config) -> Any:
 class Replica:
     """A framework replica. ``run()`` blocks until stopped and returns the exit code."""
 
-    def __init__(self, cfg: Config, driver_factory: Any = None) -> None:
+    def __init__(self, cfg: Config, driver_factory: Any = None, policy_factory: Any = None) -> None:
         self.cfg = cfg
+        self._policy_factory = policy_factory or make_policy
         self.metrics = FrameworkMetrics()
         self.events: queue.Queue = queue.Queue()
         self.url = cfg.public_url()
@@ -214,7 +219,7 @@ class Replica:
             self.events.put(ev.Leadership(change))
 
     def _pymesos_driver(self, scheduler: Any, info: dict[str, Any]) -> Any:
-        from pymesos import MesosSchedulerDriver
+        from pymesos import MesosSchedulerDriver  # already imported (see the module top)
 
         return MesosSchedulerDriver(
             scheduler, info, self.cfg.master, use_addict=False, implicit_acknowledgements=False,
@@ -223,8 +228,6 @@ class Replica:
 
     def _lead(self) -> None:
         """Leadership term: restore state, subscribe, run the loop until stopped or fenced."""
-        from dl2_mesos.framework.mesos_scheduler import Dl2MesosScheduler
-
         if self._stop.is_set():
             return
         self.metrics.leader.set(1)
@@ -232,7 +235,7 @@ class Replica:
         driver = None
         try:
             check_master(self.cfg.master, self.cfg.connect_timeout)
-            policy = make_policy(self.cfg)
+            policy = self._policy_factory(self.cfg)
             core = SchedulerCore(self.cfg, policy, self.store, metrics=self.metrics)
             core.restore()
             learner = make_learner(self.cfg, policy, self.store)

@@ -1,0 +1,101 @@
+"""End to end on real parts: real pymesos against the local Mesos-compatible cluster, real
+executor processes, the HTTP API over a real socket."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from dl2_mesos.allocation import Allocation
+from dl2_mesos.config import load_config
+from dl2_mesos.testing.localcluster import LocalCluster
+from dl2_mesos.testing.zookeeper import free_port
+from dl2_mesos.framework.runner import Replica
+
+pytestmark = pytest.mark.integration
+
+FAKE_EXECUTOR = Path(__file__).with_name("fake_executor.py")
+TINY = {"worker": {"cpus": 1, "gpus": 0, "mem": 256}, "ps": {"cpus": 0.5, "gpus": 0, "mem": 128}}
+
+
+class GrowAfterFirstSlot:
+    """1 PS + 1 worker when a job starts, 1 PS + 2 workers at the next slot (forces a rescale)."""
+
+    name = "grow"
+
+    def decide(self, state):
+        return Allocation({j.job_id: (1, 1 if j.num_workers == 0 else 2) for j in state.jobs})
+
+
+def _wait(pred, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            v = pred()
+        except (requests.RequestException, ValueError, KeyError):
+            v = None
+        if v:
+            return v
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+@pytest.fixture
+def cluster():
+    with LocalCluster(agents=2, cpus=4, gpus=0, mem="4GiB", status_update_retry_interval=1.0,
+                      executor_shutdown_grace_period=2.0) as c:
+        yield c
+
+
+def test_submit_launch_rescale_finish(cluster, tmp_path):
+    port = free_port()
+    cfg = load_config(env={}, overrides={
+        "master": cluster.master, "zk": "none", "state_dir": str(tmp_path / "state"), "policy": "fifo",
+        "slot": "3s", "offer_wait": "1s", "api": f"127.0.0.1:{port}", "api_token": "tok",
+        "executor_command": f"{sys.executable} {FAKE_EXECUTOR}", "checkpoint_root": f"file://{tmp_path}/ckpt",
+        "task_env": {"FAKE_EPS": "0.4"}, "rescale_resend": "1s", "kill_grace": "2s",
+    })
+    replica = Replica(cfg, policy_factory=lambda c: GrowAfterFirstSlot())
+    runner = threading.Thread(target=replica.run, daemon=True)
+    runner.start()
+    api = f"http://127.0.0.1:{port}"
+    auth = {"Authorization": "Bearer tok"}
+    try:
+        _wait(lambda: requests.get(api + "/health", timeout=2).json()["registered"], 20, "registration")
+        ids = []
+        for i in range(2):
+            r = requests.post(api + "/api/v1/jobs", json={"job_type": "resnet-50", "epochs": 3, "name": f"e2e{i}", **TINY},
+                              headers=auth, timeout=10)
+            assert r.status_code == 201, r.text
+            ids.append(r.json()["id"])
+        assert requests.post(api + "/api/v1/jobs", json={"job_type": "resnet-50", "epochs": 3}, timeout=5).status_code == 401
+        # tasks show up in the master's state, under our framework with our executor
+        state = cluster.wait_until(lambda s: s if any(
+            len(f.get("tasks", [])) >= 4 for f in s["frameworks"] if f["name"] == "dl2") else None, timeout=30)
+        fw = next(f for f in state["frameworks"] if f["name"] == "dl2")
+        assert fw["checkpoint"] is True and fw["webui_url"].startswith(api)
+        # the job is rescaled at a slot boundary: generation 2 with two workers
+        job = _wait(lambda: (lambda j: j if j["generation"] >= 2 and j["num_workers"] == 2 else None)(
+            requests.get(f"{api}/api/v1/jobs/{ids[0]}", timeout=2).json()), 30, "rescale to 2 workers")
+        assert job["rescales"] >= 1
+        # every job finishes
+        for jid in ids:
+            j = _wait(lambda: (lambda j: j if j["phase"] in ("finished", "failed") else None)(
+                requests.get(f"{api}/api/v1/jobs/{jid}", timeout=2).json()), 60, f"{jid} to finish")
+            assert j["phase"] == "finished", j
+            assert j["epochs_done"] == 3
+        cl = requests.get(api + "/api/v1/cluster", timeout=2).json()
+        assert cl["last_decision"]["slot"] >= 1 and cl["framework_id"]
+        pol = requests.get(api + "/api/v1/policy", timeout=2).json()
+        assert pol["recent_rewards"] and max(pol["recent_rewards"]) > 0
+        metrics = requests.get(api + "/metrics", timeout=2).text
+        assert 'dl2_jobs{phase="finished"} 2.0' in metrics
+    finally:
+        replica.stop()
+        runner.join(20)
+    assert not runner.is_alive()
