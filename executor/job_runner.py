@@ -107,6 +107,7 @@ class JobRunner:
         self.tasks: dict[str, TaskState] = {}
         self.held: dict[str, TaskState] = {}  # tasks of a generation not reached yet
         self.procs: dict[str, ManagedProcess] = {}
+        self.retired: list[ManagedProcess] = []  # exited processes of earlier generations/attempts (inspection)
         self.restarts = 0
         self.finished = False
         self.closed = False
@@ -321,7 +322,7 @@ class JobRunner:
         for task_id in list(self.tasks):
             self.sink.status(task_id, "TASK_FINISHED", f"trained {self.epochs:g} epochs")
         self.tasks.clear()
-        self.procs.clear()
+        self._retire()
         self.finished = True
 
     # ------------------------------------------------------------------ failures
@@ -340,7 +341,7 @@ class JobRunner:
         self._drain_events()
         self.uploader.drain(self.config.upload_timeout_s)
         self._collect_uploads()
-        self.procs.clear()
+        self._retire()
         shutil.rmtree(self.workdir / f"restore-g{self.cluster.generation}", ignore_errors=True)
         try:
             restore = self._restore_dir(wait_for_previous=False) if any(
@@ -356,7 +357,7 @@ class JobRunner:
 
     def _fail_all(self, reason: str) -> None:
         stop_processes(list(self.procs.values()), grace_s=min(5.0, self.config.grace_s))
-        self.procs.clear()
+        self._retire()
         for task_id in list(self.tasks) + list(self.held):
             self.sink.status(task_id, "TASK_FAILED", reason[:2000])
         self.tasks.clear()
@@ -367,6 +368,13 @@ class JobRunner:
         for p in self.procs.values():
             for ev in p.read_events():
                 self._on_event(p, ev)
+
+    def _retire(self, names: list[str] | None = None) -> None:
+        for name in list(self.procs) if names is None else names:
+            p = self.procs.pop(name, None)
+            if p is not None:
+                self.retired.append(p)
+        del self.retired[:-64]
 
     def _current_tasks(self) -> list[TaskState]:
         return [t for t in self.tasks.values() if not t.removed]
@@ -394,8 +402,7 @@ class JobRunner:
         self._flush_progress(force=True)
         for t in task_ids:
             known = self.tasks.pop(t, None) or self.held.pop(t, None)
-            for name in [n for n, p in self.procs.items() if p.spec.task_id == t or (p.spec.role == "scheduler" and p in procs)]:
-                self.procs.pop(name, None)
+            self._retire([n for n, p in self.procs.items() if p.spec.task_id == t or (p.spec.role == "scheduler" and p in procs)])
             self.sink.status(t, "TASK_KILLED", "killed by the framework" if known else "unknown task")
         if not self.tasks and not self.held:
             self.finished = True
@@ -452,7 +459,7 @@ class JobRunner:
         else:
             self._wait_for_final(cur, self.config.restore_wait_s)
             phases.append(("wait_checkpoint", time.monotonic() - t1))
-        self.procs.clear()
+        self._retire()
         # adopt the new generation and this executor's assignments
         self.cluster = req.cluster
         assigned = {tid: (role, rank) for tid, role, rank in req.assignments}

@@ -29,6 +29,7 @@ class ProcSpec:
     rank: int
     argv: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
+    generation: int = 0
 
 
 def job_python(extra_env: dict[str, str] | None = None) -> str:
@@ -117,5 +118,6 @@ def processes_for_task(
                     "DL2_RANK": str(proc_rank), "DL2_SAVER": "1" if (proc_role, proc_rank) == ("worker", 0) else "0"})
         if runtime == "mxnet":
             env["DMLC_ROLE"] = proc_role
-        out.append(ProcSpec(f"{proc_role}-{proc_rank}", task_id, proc_role, proc_rank, argv, tuple(sorted(env.items()))))
+        out.append(ProcSpec(f"{proc_role}-{proc_rank}", task_id, proc_role, proc_rank, argv, tuple(sorted(env.items())),
+                            cluster.generation))
     return out

@@ -1,0 +1,106 @@
+"""Real MXNet (kvstore dist_sync, CPU) jobs checkpointing to the real HDFS, driven through JobRunner."""
+
+from __future__ import annotations
+
+import pytest
+
+from dl2_mesos.messages import CheckpointReport, ProgressReport, RescaleReport, ResourceUsage
+from dl2_mesos.storage import CheckpointStore
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def max_batch(sink, generation: int | None = None) -> int:
+    reps = [m for m in sink.of(ProgressReport) if generation is None or m.generation == generation]
+    return max((m.batch for m in reps), default=0)
+
+
+def test_rescale_1ps_2w_to_2ps_3w_on_hdfs(hdfs, make_runner, sink, job_id, kit):
+    uri = f"{hdfs.url}/dl2/checkpoints/{job_id}"
+    g0 = kit.cluster_spec(0, servers=1, workers=2, job=job_id)
+    specs = kit.launch_specs(job_id, g0, uri)
+    runner = make_runner(specs[0])
+    for s in specs:
+        runner.launch(s)
+    assert sorted(runner.procs) == ["scheduler-0", "server-0", "worker-0", "worker-1"]
+    kit.wait_until(runner, lambda: max_batch(sink, 0) >= 40, 90, "40 batches in generation 0")
+    loss_g0 = [loss for g, _, loss in runner.loss_history if g == 0]
+
+    req, new_ids = kit.rescale_request(job_id, g0, kit.cluster_spec(1, servers=2, workers=3, job=job_id))
+    for s in kit.launch_specs(job_id, req.cluster, uri, only=set(new_ids)):
+        runner.launch(s)  # held until the rescale request
+    assert set(runner.held) == set(new_ids)
+    runner.rescale(req)
+    assert sorted(runner.procs) == ["scheduler-0", "server-0", "server-1", "worker-0", "worker-1", "worker-2"]
+    kit.wait_until(runner, lambda: sink.of(RescaleReport), 90, "the rescale report (first batch of generation 1)")
+    report = sink.of(RescaleReport)[0]
+    phases = dict(report.phases)
+    assert report.ok and report.generation == 1
+    assert {"stop", "save", "upload", "download", "relaunch", "first_batch", "total"} <= set(phases)
+    assert all(v >= 0 for v in phases.values())
+
+    # the final checkpoint of generation 0 is on HDFS, and generation 1 resumed from its batch
+    stored = CheckpointStore(uri).list()
+    final0 = [c for c in stored if c.meta.get("final") and c.meta.get("generation") == 0]
+    assert final0, stored
+    stop_batch = final0[-1].meta["batch"]
+    restored = [ev for p in runner.procs.values() for ev in kit.events(p) if ev["type"] == "restored"]
+    assert {ev["batch"] for ev in restored} == {stop_batch} and len(restored) == 3
+
+    kit.wait_until(runner, lambda: max_batch(sink, 1) >= stop_batch + 40, 120, "40 more batches in generation 1")
+    runner.kill(list(runner.tasks))
+    exits = [p.exit_event for p in runner.retired if p.spec.role == "worker" and p.spec.generation == 1 and p.exit_event]
+    assert len(exits) == 3 and {e["status"] for e in exits} == {"stopped"}
+    digests = {e["param_digest"] for e in exits}
+    assert len(digests) == 1, "all workers must hold identical parameters"
+    assert len({e["batch"] for e in exits}) == 1
+
+    # loss keeps falling across the rescale: generation 1 starts near where generation 0 stopped
+    loss_g1 = [loss for g, _, loss in runner.loss_history if g == 1]
+    assert loss_g1, runner.loss_history
+    start_g0 = sum(loss_g0[:3]) / len(loss_g0[:3])
+    end_g0 = sum(loss_g0[-3:]) / len(loss_g0[-3:])
+    start_g1 = sum(loss_g1[:3]) / len(loss_g1[:3])
+    end_g1 = sum(loss_g1[-3:]) / len(loss_g1[-3:])
+    assert end_g0 < start_g0
+    assert start_g1 < start_g0 * 0.8, (start_g0, end_g0, start_g1)  # resumed, not restarted from scratch
+    assert end_g1 < end_g0 * 1.05, (end_g0, end_g1)
+    for tid in [s.task_id for s in specs] + new_ids:
+        assert sink.states(tid)[-1] == "TASK_KILLED", sink.statuses
+    assert sink.of(CheckpointReport) and sink.of(ResourceUsage)
+    assert any(u.rss_bytes > 0 for u in sink.of(ResourceUsage))
+
+
+def test_killed_worker_resumes_from_checkpoint(hdfs, make_runner, sink, job_id, kit):
+    uri = f"{hdfs.url}/dl2/checkpoints/{job_id}"
+    g0 = kit.cluster_spec(0, servers=1, workers=2, job=job_id)
+    specs = [s for s in kit.launch_specs(job_id, g0, uri)]
+    specs = [s.__class__(**{**s.__dict__, "env": (("DL2_CHECKPOINT_EVERY_S", "1"),)}) for s in specs]
+    runner = make_runner(specs[0], max_restarts=2)
+    for s in specs:
+        runner.launch(s)
+    kit.wait_until(runner, lambda: len(sink.of(CheckpointReport)) >= 2, 90, "two periodic checkpoints")
+    ck_batch = max(m.batch for m in sink.of(CheckpointReport))
+    runner.procs["worker-1"].kill()  # SIGKILL: a crash, no final checkpoint
+    kit.wait_until(runner, lambda: runner.restarts == 1, 30, "the crash to be noticed")
+    assert any("restart 1/2 from checkpoint" in m and "worker-1" in m for _, s, m in sink.statuses if s == "TASK_RUNNING")
+    kit.wait_until(runner, lambda: any(ev["type"] == "restored" for p in runner.procs.values() for ev in kit.events(p)),
+               90, "the restart to restore")
+    restored = [ev for p in runner.procs.values() for ev in kit.events(p) if ev["type"] == "restored"]
+    assert all(ev["batch"] >= ck_batch for ev in restored) and len(restored) == 2
+    before = max_batch(sink)
+    kit.wait_until(runner, lambda: max_batch(sink) > before + 10, 90, "training to continue after the restart")
+
+
+def test_repeated_crashes_fail_the_tasks_with_reason(tmp_path, make_runner, sink, job_id, kit):
+    g0 = kit.cluster_spec(0, servers=1, workers=1, job=job_id)
+    specs = kit.launch_specs(job_id, g0, f"file://{tmp_path}/ck")
+    specs = [s.__class__(**{**s.__dict__, "command": ("python", "-c", "import sys; sys.exit(3)")}) for s in specs]
+    runner = make_runner(specs[0], max_restarts=1)
+    for s in specs:
+        runner.launch(s)
+    kit.wait_until(runner, lambda: runner.finished, 60, "the tasks to fail")
+    for s in specs:
+        assert sink.states(s.task_id)[-1] == "TASK_FAILED"
+    reason = [m for _, s, m in sink.statuses if s == "TASK_FAILED"][0]
+    assert "gave up after 1 restarts" in reason and "exited with 3" in reason
