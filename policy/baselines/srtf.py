@@ -1,11 +1,14 @@
 """Shortest remaining time first.
 
 Like FIFO (jobs grown to their caps one after the other), but in order of **remaining time**
-(ambiguity 11.3): remaining epochs / epochs per second, the speed taken at the job's current
-counts when it runs and at one bundle (its minimum) when it does not; ties by arrival. The
-prototype sorted by remaining *fraction*, under which all new jobs tie at 1.0 and SRTF
-degenerates to FIFO. Using the current counts keeps a running job's estimate consistent from
-slot to slot (it does not look slower just because a rival would get fewer tasks).
+(ambiguity 11.3): remaining epochs / epochs per second at the size SRTF gives the job when it
+is served -- its caps (``max_ps`` PS, ``max_workers`` workers; the speed model clamps counts
+beyond the measured range); ties by arrival. The prototype sorted by remaining *fraction*,
+under which all new jobs tie at 1.0 and SRTF degenerates to FIFO.
+
+The speed is taken at this fixed size, not at the job's current counts: with the measured,
+non-monotone speeds, ranking by current counts lets two jobs swap places every slot (the one
+that got fewer tasks can look faster), paying the restart cost each time.
 ``starter_bundle`` as for FIFO (off by default).
 """
 
@@ -18,12 +21,9 @@ from dl2_mesos.speed_model import default_speed_model
 
 
 def remaining_seconds(job: JobView, speed_model) -> float:
-    """Remaining epochs over the speed at the current counts (or at the minimum when idle)."""
+    """Remaining epochs over the speed at the job's caps (the size SRTF serves it at)."""
     spec = job.spec
-    ps, w = job.num_ps, job.num_workers
-    if w == 0:
-        ps, w = (max(spec.min_ps, 1) if spec.uses_ps else 0), max(spec.min_workers, 1)
-    eps = speed_model.epochs_per_second(spec.job_type, ps, w, spec.uses_ps)
+    eps = speed_model.epochs_per_second(spec.job_type, spec.max_ps, spec.max_workers, spec.uses_ps)
     return job.remaining_epochs / eps if eps > 0 else float("inf")
 
 

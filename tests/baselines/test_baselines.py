@@ -51,13 +51,13 @@ def test_srtf_orders_by_remaining_time_not_fraction(make_state):
     assert counts(SRTFPolicy().decide(st)) == {"x": (2, 2)}
 
 
-def test_srtf_uses_current_counts_for_running_jobs(make_state):
+def test_srtf_estimates_at_the_caps_whatever_the_current_counts(make_state):
     from dl2_mesos.policy.baselines.srtf import remaining_seconds
     from dl2_mesos.speed_model import default_speed_model
 
     sm = default_speed_model()
-    st = make_state([NODE], [("a", "resnet-50", {}, {"num_ps": 3, "num_workers": 3})])
-    assert remaining_seconds(st.jobs[0], sm) == pytest.approx(1000.0 / sm.epochs_per_second("resnet-50", 3, 3))
+    st = make_state([NODE], [("a", "resnet-50", {"max_ps": 4, "max_workers": 6}, {"num_ps": 3, "num_workers": 3})])
+    assert remaining_seconds(st.jobs[0], sm) == pytest.approx(1000.0 / sm.epochs_per_second("resnet-50", 4, 6))
 
 
 def test_tetris_prefers_shortest_remaining_time(make_state):
