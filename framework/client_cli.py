@@ -19,8 +19,14 @@ def _call(method: str, api: str, path: str, token: str = "", body: Any = None) -
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     url = api.rstrip("/") + path
     try:
-        # 307 from a standby replica: requests re-sends the same method and body to the leader
-        r = requests.request(method, url, json=body, headers=headers, timeout=30)
+        for _ in range(3):
+            r = requests.request(method, url, json=body, headers=headers, timeout=30, allow_redirects=False)
+            # a standby replica answers 307 naming the leader; follow it ourselves so that the
+            # token goes along (requests drops Authorization when the host or port changes)
+            if r.status_code in (307, 308) and "location" in r.headers:
+                url = r.headers["location"]
+                continue
+            break
     except requests.RequestException as exc:
         raise click.ClickException(f"cannot reach the framework at {api}: {exc}") from None
     try:

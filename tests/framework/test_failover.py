@@ -1,0 +1,137 @@
+"""Two ``dl2 framework`` replicas as subprocesses on a real ZooKeeper and the local Mesos
+cluster: SIGKILL the leader mid-run; the standby takes over within 10 s, keeps the framework
+id, and every job still finishes. Plus the CLI's clean failures on bad settings."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import requests
+
+from dl2_mesos.framework.client_cli import _call
+from dl2_mesos.testing.localcluster import LocalCluster
+from dl2_mesos.testing.zookeeper import free_port
+
+pytestmark = pytest.mark.integration
+
+DL2 = str(Path(sys.executable).with_name("dl2"))
+FAKE_EXECUTOR = Path(__file__).with_name("fake_executor.py")
+TINY = {"worker": {"cpus": 1, "gpus": 0, "mem": 256}, "ps": {"cpus": 0.5, "gpus": 0, "mem": 128},
+        "max_ps": 1, "max_workers": 2}
+
+
+def _get(url):
+    try:
+        r = requests.get(url, timeout=2)
+        return r.json() if r.ok else None
+    except (requests.RequestException, ValueError):
+        return None
+
+
+def _wait(pred, timeout, what, interval=0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def _replica(cluster, zk_url, port, tmp_path, name):
+    env = dict(os.environ, DL2_TASK_ENV=json.dumps({"FAKE_EPS": "0.1"}), DL2_ZK_TIMEOUT="4s",
+               DL2_OFFER_WAIT="1s", DL2_RESCALE_RESEND="1s", DL2_KILL_GRACE="2s")
+    log = open(tmp_path / f"{name}.log", "wb")
+    cmd = [DL2, "framework", "--master", cluster.master, "--zk", zk_url, "--policy", "fifo", "--slot", "2s",
+           "--api", f"127.0.0.1:{port}", "--executor-command", f"{sys.executable} {FAKE_EXECUTOR}",
+           "--checkpoint-root", f"file://{tmp_path}/ckpt", "--api-token", "tok"]
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
+def _stop(p):
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+def test_leader_sigkill_standby_takes_over_and_jobs_finish(zookeeper, tmp_path):
+    zk_url = zookeeper.url(f"/dl2-failover-{uuid.uuid4().hex[:6]}")
+    ports = [free_port(), free_port()]
+    urls = [f"http://127.0.0.1:{p}" for p in ports]
+    auth = {"Authorization": "Bearer tok"}
+    with LocalCluster(agents=2, cpus=4, gpus=0, mem="4GiB", status_update_retry_interval=1.0,
+                      executor_shutdown_grace_period=2.0) as cluster:
+        procs = [_replica(cluster, zk_url, ports[0], tmp_path, "r0")]
+        try:
+            _wait(lambda: (_get(urls[0] + "/health") or {}).get("registered"), 30, "first replica to lead")
+            procs.append(_replica(cluster, zk_url, ports[1], tmp_path, "r1"))
+            _wait(lambda: (_get(urls[1] + "/health") or {}).get("role") == "standby", 30, "standby up")
+            assert _get(urls[1] + "/health")["leader"] == urls[0]
+            fw_id = _get(urls[0] + "/api/v1/cluster")["framework_id"]
+            ids = []
+            for i in range(2):
+                r = requests.post(urls[0] + "/api/v1/jobs", json={"job_type": "resnet-50", "epochs": 2, "name": f"f{i}", **TINY},
+                                  headers=auth, timeout=10)
+                assert r.status_code == 201, r.text
+                ids.append(r.json()["id"])
+            # through the standby: it answers 307 naming the leader; the client CLI follows with its token
+            spec = {"job_type": "resnet-50", "epochs": 2, "name": "f2", **TINY}
+            r = requests.post(urls[1] + "/api/v1/jobs", json=spec, headers=auth, timeout=10, allow_redirects=False)
+            assert r.status_code == 307 and r.headers["location"] == urls[0] + "/api/v1/jobs"
+            ids.append(_call("POST", urls[1], "/api/v1/jobs", "tok", spec)["id"])
+            _wait(lambda: all((_get(f"{urls[0]}/api/v1/jobs/{j}") or {}).get("phase") == "running" for j in ids),
+                  30, "all jobs running")
+            procs[0].send_signal(signal.SIGKILL)
+            procs[0].wait()
+            killed_at = time.monotonic()
+            _wait(lambda: (lambda h: h and h["role"] == "leader" and h["registered"])(_get(urls[1] + "/health")),
+                  15, "standby to take over")
+            takeover = time.monotonic() - killed_at
+            assert takeover <= 10.0, f"takeover took {takeover:.1f}s"
+            assert _get(urls[1] + "/api/v1/cluster")["framework_id"] == fw_id
+            assert {j["id"] for j in _get(urls[1] + "/api/v1/jobs")["jobs"]} == set(ids)
+            for j in ids:
+                job = _wait(lambda: (lambda d: d if d and d["phase"] in ("finished", "failed", "cancelled") else None)(
+                    _get(f"{urls[1]}/api/v1/jobs/{j}")), 90, f"{j} to finish")
+                assert job["phase"] == "finished", job
+            frameworks = [f for f in cluster.state()["frameworks"] if f["name"] == "dl2"]
+            assert [f["id"] for f in frameworks] == [fw_id]
+            print(f"takeover after SIGKILL: {takeover:.1f}s")
+        finally:
+            for p in procs:
+                _stop(p)
+
+
+def _run_cli(*args, timeout=60, env=None):
+    return subprocess.run([DL2, "framework", *args], capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, **(env or {})))
+
+
+def test_cli_bad_setting_exits_nonzero_with_message(tmp_path):
+    r = _run_cli("--slot", "soon", "--state-dir", str(tmp_path))
+    assert r.returncode != 0 and "slot" in r.stderr and "Traceback" not in r.stderr
+    r = _run_cli("--policy", "magic")
+    assert r.returncode != 0 and "unknown policy" in r.stderr
+    r = _run_cli(env={"DL2_MAX_TASK_FAILURES": "lots"})
+    assert r.returncode != 0 and "DL2_MAX_TASK_FAILURES" in r.stderr
+
+
+def test_cli_unreachable_zookeeper_and_master(tmp_path):
+    dead = free_port()
+    r = _run_cli("--zk", f"zk://127.0.0.1:{dead}/dl2", "--connect-timeout", "2s", "--api", f"127.0.0.1:{free_port()}")
+    assert r.returncode == 2 and "ZooKeeper" in r.stderr and "unreachable" in r.stderr
+    r = _run_cli("--zk", "none", "--state-dir", str(tmp_path / "s"), "--master", f"127.0.0.1:{dead}",
+                 "--connect-timeout", "2s", "--policy", "fifo", "--api", f"127.0.0.1:{free_port()}")
+    assert r.returncode == 2 and "master" in r.stderr and "unreachable" in r.stderr
