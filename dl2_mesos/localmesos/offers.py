@@ -50,13 +50,15 @@ class Allocator:
         self._wake.set()
 
     async def _run(self) -> None:
+        # Plain polling instead of wait_for(event): cancelling a wait_for can hang on Python 3.11.
+        loop = asyncio.get_running_loop()
+        next_cycle = loop.time() + self.interval
         while True:
-            try:
-                await asyncio.wait_for(self._wake.wait(), self.interval)
-            except asyncio.TimeoutError:
-                pass
+            await asyncio.sleep(0.05)  # also batches bursts of triggers, as the Mesos allocator batches
+            if not self._wake.is_set() and loop.time() < next_cycle:
+                continue
             self._wake.clear()
-            await asyncio.sleep(0.05)  # batch bursts of triggers, as the Mesos allocator batches
+            next_cycle = loop.time() + self.interval
             try:
                 self.allocate()
             except Exception:  # keep offering even if one cycle hits a bug

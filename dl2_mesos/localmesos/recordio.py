@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -84,21 +83,31 @@ class EventStream:
 
     async def records(self) -> AsyncIterator[bytes]:
         """Yield encoded records until closed; HEARTBEAT records at the fixed interval."""
-        next_beat = time.monotonic() + self.heartbeat_interval if self.heartbeat_interval else None
-        while True:
-            timeout = None if next_beat is None else max(0.0, next_beat - time.monotonic())
-            try:
-                item = await asyncio.wait_for(self._queue.get(), timeout)
-            except asyncio.TimeoutError:
-                if self._closed:
+        loop = asyncio.get_running_loop()
+        next_beat = loop.time() + self.heartbeat_interval if self.heartbeat_interval else None
+        getter: asyncio.Future | None = None
+        try:
+            while True:
+                if getter is None:
+                    getter = asyncio.ensure_future(self._queue.get())
+                timeout = None if next_beat is None else max(0.0, next_beat - loop.time())
+                # asyncio.wait, not wait_for: it never cancels/awaits the getter, so cancelling
+                # this generator cannot hang.
+                done, _ = await asyncio.wait({getter}, timeout=timeout)
+                if not done:
+                    if self._closed:
+                        return
+                    yield encode_record({"type": "HEARTBEAT"})
+                    next_beat = loop.time() + self.heartbeat_interval  # type: ignore[operator]
+                    continue
+                item, getter = getter.result(), None
+                if item is None:
                     return
-                yield encode_record({"type": "HEARTBEAT"})
-                next_beat = time.monotonic() + self.heartbeat_interval  # type: ignore[operator]
-                continue
-            if item is None:
-                return
-            self.events_sent += 1
-            yield item
+                self.events_sent += 1
+                yield item
+        finally:
+            if getter is not None and not getter.done():
+                getter.cancel()
 
 
 class RecordIOResponse(Response):
