@@ -155,6 +155,23 @@ class FileKV:
         return sorted(c.name for c in d.iterdir() if c.is_dir())
 
 
+def _zk_errors(fn):  # noqa: ANN001, ANN202
+    """Turn kazoo connection failures into :class:`StoreUnavailable` (CAS errors pass through)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, SessionExpiredError
+        from kazoo.handlers.threading import KazooTimeoutError
+
+        try:
+            return fn(*args, **kwargs)
+        except (ConnectionLoss, SessionExpiredError, ConnectionClosedError, KazooTimeoutError) as exc:
+            raise StoreUnavailable(f"ZooKeeper: {type(exc).__name__}") from exc
+
+    return wrapper
+
+
 class ZooKeeperKV:
     """Keys as znodes under ``root`` on a connected :class:`kazoo.client.KazooClient`.
 
@@ -174,6 +191,7 @@ class ZooKeeperKV:
         key = key.strip("/")
         return f"{self.root}/{key}" if key else self.root
 
+    @_zk_errors
     def get(self, key: str) -> tuple[bytes, int] | None:
         from kazoo.exceptions import NoNodeError
 
@@ -183,6 +201,7 @@ class ZooKeeperKV:
             return None
         return data or b"", stat.version
 
+    @_zk_errors
     def put(self, key: str, data: bytes, expected: int | None, guard: tuple[str, int] | None = None) -> int:
         from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
@@ -207,6 +226,7 @@ class ZooKeeperKV:
         except NoNodeError:
             raise StaleVersion(f"{path}: deleted by someone else (expected version {expected})") from None
 
+    @_zk_errors
     def _guarded_put(self, path: str, data: bytes, expected: int | None, guard: tuple[str, int]) -> int:
         """check(guard) + create/set in one ZooKeeper transaction."""
         if expected is None:
@@ -225,6 +245,7 @@ class ZooKeeperKV:
             raise StaleVersion(f"{path}: fenced or changed ({', '.join(type(e).__name__ for e in errors)})")
         return 0 if expected == -1 else results[1].version
 
+    @_zk_errors
     def delete(self, key: str, expected: int | None = None) -> None:
         from kazoo.exceptions import NoNodeError
 
@@ -233,6 +254,7 @@ class ZooKeeperKV:
         except NoNodeError:
             pass
 
+    @_zk_errors
     def children(self, key: str) -> list[str]:
         from kazoo.exceptions import NoNodeError
 

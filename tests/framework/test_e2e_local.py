@@ -95,7 +95,40 @@ def test_submit_launch_rescale_finish(cluster, tmp_path):
         assert pol["recent_rewards"] and max(pol["recent_rewards"]) > 0
         metrics = requests.get(api + "/metrics", timeout=2).text
         assert 'dl2_jobs{phase="finished"} 2.0' in metrics
+        _client_cli(api, ids, tmp_path)
     finally:
         replica.stop()
         runner.join(20)
     assert not runner.is_alive()
+
+
+def _client_cli(api, ids, tmp_path):
+    """dl2 submit / jobs / job / cancel against the live API."""
+    import json
+
+    from click.testing import CliRunner
+
+    from dl2_mesos.framework.client_cli import cancel, job, jobs, submit
+
+    run = CliRunner().invoke
+    r = run(jobs, ["--api", api])
+    assert r.exit_code == 0 and ids[0] in r.output and "finished" in r.output
+    r = run(job, [ids[1], "--api", api])
+    assert r.exit_code == 0 and json.loads(r.output)["phase"] == "finished"
+    r = run(submit, ["--type", "resnet-50", "--epochs", "100", "--api", api])
+    assert r.exit_code != 0 and "401" in r.output
+    spec = tmp_path / "job.json"
+    spec.write_text(json.dumps({"job_type": "resnet-50", "epochs": 100, **TINY}))
+    r = run(submit, [str(spec), "--api", api, "--token", "tok"])
+    assert r.exit_code == 0, r.output
+    new_id = r.output.strip()
+    r = run(cancel, [new_id, "--api", api, "--token", "tok"])
+    assert r.exit_code == 0 and "cancelled" in r.output
+    bad = tmp_path / "bad.json"
+    bad.write_text("{nope")
+    r = run(submit, [str(bad), "--api", api, "--token", "tok"])
+    assert r.exit_code != 0 and "not valid JSON" in r.output
+    r = run(submit, ["--type", "nosuch", "--epochs", "1", "--api", api, "--token", "tok"])
+    assert r.exit_code != 0 and "job_type" in r.output
+    r = run(job, ["missing", "--api", api])
+    assert r.exit_code != 0 and "404" in r.output
