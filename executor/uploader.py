@@ -65,9 +65,23 @@ class Uploader:
     def close(self) -> None:
         self._jobs.put(None)
 
+    def _next(self) -> tuple[str, str, dict[str, Any]] | None:
+        """The next upload; a periodic checkpoint with a newer one queued behind it is skipped (a
+        backlog after a storage outage then costs one upload, not one per missed interval)."""
+        job = self._jobs.get()
+        while job is not None and not job[2].get("final") and not self._jobs.empty():
+            nxt = self._jobs.get()
+            logger.info("skipping upload of %s: a newer checkpoint is queued", job[0])
+            shutil.rmtree(job[0], ignore_errors=True)
+            with self._cond:
+                self._pending -= 1
+                self._cond.notify_all()
+            job = nxt
+        return job
+
     def _run(self) -> None:
         while True:
-            job = self._jobs.get()
+            job = self._next()
             if job is None:
                 return
             path, name, meta = job
