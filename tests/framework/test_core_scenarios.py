@@ -248,11 +248,13 @@ def test_transition_waiting_for_offer_launches_when_it_arrives():
     # and a transition that never gets its offer is re-planned after launch_timeout
     h.core.transitions[job.job_id] = Transition(job.job_id, (), (PlannedTask(job.job_id, "worker", "a9", job.spec.worker),),
                                                 JobAllocation(1, 3), h.clock.t)
+    h.core.intended[job.job_id] = JobAllocation(1, 3)
     h.driver.clear()
     h.offer(make_offer("a4"))
     h.tick(h.cfg.launch_timeout + 0.1)
-    assert "a9" not in {t["agent_id"]["value"] for t in h.driver.launched()}
-    assert job.job_id not in h.core.transitions or h.core.transitions[job.job_id].reason == "launch timeout"
+    # re-planned against the offer in hand (a4) instead of the one that never came (a9)
+    assert [t["agent_id"]["value"] for t in h.driver.launched()] == ["a4"]
+    assert job.num_workers == 3 and job.job_id not in h.core.transitions
 
 
 def test_cancel_kills_tasks(harness: Harness):
@@ -327,3 +329,66 @@ def test_preempted_job_goes_back_to_pending():
     h.next_slot()
     assert job.phase == JobPhase.PENDING and job.num_workers == 0
     assert len(h.driver.named("killTask")) == 2
+
+
+def test_suspended_zookeeper_stops_deciding_and_declines():
+    h = Harness(ScriptedPolicy())
+    h.register()
+    h.submit()
+    h.core.handle(ev.Leadership("suspended"))
+    h.offer(make_offer("a1"))
+    h.tick(5)
+    assert not h.driver.launched() and h.core.last_slot == -1
+    assert h.driver.named("declineOffer")[-1][1]["refuse_seconds"] >= 600
+    h.core.handle(ev.Leadership("resumed"))
+    h.offer(make_offer("a1"))
+    h.tick()
+    assert len(h.driver.launched()) == 2
+
+
+def test_unreachable_task_is_killed_and_replaced():
+    h = Harness(ScriptedPolicy())
+    h.register()
+    job = h.submit()
+    h.offer(make_offer("a1"), make_offer("a2"))
+    h.tick()
+    h.run_all(job)
+    w = job.live_tasks("worker")[0]
+    h.driver.clear()
+    h.offer(make_offer("a2"))
+    h.core.handle(status(w.task_id, "TASK_UNREACHABLE", w.agent_id))
+    assert h.driver.named("killTask")[0][0]["value"] == w.task_id
+    assert [decode_b64(t["data"]).role for t in h.driver.launched()] == ["worker"]
+    assert job.num_workers == 1
+
+
+def test_rescale_report_failure_restarts_job():
+    policy = ScriptedPolicy()
+    h = Harness(policy)
+    h.register()
+    job = h.submit()
+    h.offer(make_offer("a1"))
+    h.tick()
+    h.run_all(job)
+    policy.counts[0] = (1, 2)
+    h.offer(make_offer("a1"))
+    h.next_slot()
+    (ex, agent, _), = h.driver.named("sendFrameworkMessage")
+    rep = RescaleReport(job.job_id, "t", job.generation, False, (), "checkpoint upload failed")
+    h.core.handle(ev.FrameworkMessage(ex["value"], agent["value"], encode_b64(rep)))
+    assert job.phase == JobPhase.PENDING and job.failures == 1 and job.num_workers == 0
+    assert "checkpoint upload failed" in job.message
+
+
+def test_view_and_snapshot_are_consistent(harness: Harness):
+    h = harness
+    h.register()
+    job = h.submit()
+    h.offer(make_offer("a1"))
+    h.tick()
+    v = h.core.view()
+    assert v["jobs"][job.job_id]["num_workers"] == 1
+    assert v["cluster"]["allocations"][job.job_id] == {"num_ps": 1, "num_workers": 1}
+    assert v["cluster"]["last_decision"]["granted"][job.job_id] == [1, 1]
+    state = h.core.snapshot(5, h.clock.t)
+    assert {t.job_id for t in state.tasks} == {job.job_id} and len(state.tasks) == 2

@@ -68,3 +68,16 @@ def test_listener_reports_suspended_and_lost(zookeeper):
     finally:
         c.stop()
         c.close()
+
+
+def test_replica_gives_up_on_lost_session_and_queues_suspend(tmp_path):
+    from dl2_mesos.config import load_config
+    from dl2_mesos.framework import events as ev
+    from dl2_mesos.framework.runner import EXIT_LEADERSHIP_LOST, Replica
+
+    r = Replica(load_config(env={}, overrides={"zk": "none", "state_dir": str(tmp_path), "policy": "fifo"}))
+    r._zk_change("suspended")
+    assert isinstance(r.events.get_nowait(), ev.Leadership)
+    r._zk_change("lost")
+    assert r._stop.is_set() and r._exit_code == EXIT_LEADERSHIP_LOST and "session lost" in r._reason
+    assert not r.is_leader() and r.health()["role"] == "standby"
