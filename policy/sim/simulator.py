@@ -226,7 +226,7 @@ class Simulator:
                 jobs=jobs,
                 agents=self._agents,
                 tasks=self._tasks,
-                info={"simulated": True, "jobs_to_come": len(self._pending), "finished": len(self._done_jobs)},
+                info={"simulated": True, "finished": len(self._done_jobs)},  # no look-ahead at future arrivals
             )
         return self._state
 
