@@ -60,45 +60,51 @@ class TetrisPolicy:
             eps = self.speed_model.epochs_per_second(j.spec.job_type, min_ps[k] or min_w[k], min_w[k], j.spec.uses_ps)
             rem_time[k] = j.remaining_epochs / eps if eps > 0 else 1e18
 
-        def unit() -> tuple[np.ndarray, np.ndarray]:
-            first = (ps == 0) & (w == 0)
-            add_ps = np.where(first, min_ps, ((ps < max_ps) & uses_ps).astype(int))
-            add_w = np.where(first, min_w, (w < max_w).astype(int))
-            return add_ps, add_w
+        def unit_of(k: int) -> tuple[int, int]:
+            if ps[k] == 0 and w[k] == 0:
+                return int(min_ps[k]), int(min_w[k])
+            return int(ps[k] < max_ps[k] and uses_ps[k]), int(w[k] < max_w[k])
 
-        def place_on(agent_order, eligible: np.ndarray, single: bool) -> None:
-            """Walk agents; ``single``: each eligible job gets at most one unit (starter pass)."""
-            nonlocal ps, w
-            got = np.zeros(n, dtype=bool)
+        def place_on(agent_order, single: bool) -> None:
+            """Walk agents; ``single``: each job gets at most one unit (starter pass)."""
+            units = [unit_of(k) for k in range(n)]
+            add_ps = np.array([u[0] for u in units], dtype=float)
+            add_w = np.array([u[1] for u in units], dtype=float)
+            demand = add_ps[:, None] * ps_d + add_w[:, None] * w_d
+            growable = (add_ps + add_w) > 0
             for a in agent_order:
-                cap = np.where(caps[a] > 0, caps[a], 1.0)
+                c = caps[a]
+                inv = np.divide(1.0, c, out=np.zeros(3), where=c > 0)
+                inv2 = inv * inv
                 while True:
-                    add_ps, add_w = unit()
-                    demand = add_ps[:, None] * ps_d + add_w[:, None] * w_d
-                    ok = eligible & ((add_ps + add_w) > 0) & np.all(demand <= free[a] + 1e-9, axis=1)
-                    if single:
-                        ok &= ~got
-                    if not ok.any():
+                    f = free[a]
+                    ok = growable & np.all(demand <= f + 1e-9, axis=1)
+                    cnt = np.count_nonzero(ok)
+                    if cnt == 0:
                         break
-                    norm = demand / cap
-                    align = norm @ (free[a] / cap)
-                    rem = rem_time * norm.sum(axis=1)
-                    ma, mr = align[ok].mean(), rem[ok].mean()
+                    align = demand @ (f * inv2)  # sum_r demand_r/cap_r * free_r/cap_r
+                    rem = rem_time * (demand @ inv)
+                    ma, mr = align[ok].sum() / cnt, rem[ok].sum() / cnt
                     weight = ma / mr if mr > 0 else 0.0
                     score = np.where(ok, align - weight * rem, -np.inf)
                     k = int(np.argmax(score))  # first maximum: earliest arrival wins ties
                     free[a] -= demand[k]
-                    ps[k] += add_ps[k]
-                    w[k] += add_w[k]
-                    got[k] = True
-                if not (eligible & ((ps < max_ps) & uses_ps | (w < max_w))).any():
+                    ps[k] += int(add_ps[k])
+                    w[k] += int(add_w[k])
+                    if single:
+                        growable[k] = False
+                        continue
+                    u = unit_of(k)
+                    add_ps[k], add_w[k] = u
+                    demand[k] = u[0] * ps_d[k] + u[1] * w_d[k]
+                    growable[k] = (u[0] + u[1]) > 0
+                if not growable.any():
                     return
 
         order = range(len(agents))
-        all_jobs = np.ones(n, dtype=bool)
         if self.starter_bundle:
-            place_on(order, all_jobs, single=True)
-        place_on(order, all_jobs, single=False)
+            place_on(order, single=True)
+        place_on(order, single=False)
         return Allocation(
             {jobs[k].job_id: JobAllocation(int(ps[k]), int(w[k])) for k in range(n) if ps[k] or w[k]}
         )

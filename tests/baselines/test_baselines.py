@@ -141,3 +141,10 @@ def test_every_baseline_completes_the_tiny_preset_with_valid_allocations(name):
     p = Checked()
     m = run(p, sim, trace, seed=2)
     assert m.num_finished == len(trace) and not m.truncated and p.calls > 0
+
+
+def test_tetris_starter_bundle(make_state):
+    jobs = [("a", "vgg-16", {}, {}), ("b", "vgg-16", {}, {"epochs_done": 900.0}), ("c", "dssm", {}, {})]
+    st = make_state([WIDE], jobs)
+    assert counts(TetrisPolicy().decide(st)) == {"b": (2, 2), "c": (2, 2)}
+    assert counts(TetrisPolicy(starter_bundle=True).decide(st)) == {"a": (1, 1), "b": (1, 1), "c": (2, 2)}
