@@ -4,7 +4,8 @@ Prints, per policy, the wall and CPU seconds of one full run (trace generation a
 speed-model build excluded; they are printed separately), the simulated slots and the slots
 per second. Goal: DRF at this scale in <= 2 s on a 2-core machine.
 
-    .venv/bin/python bench/simulator.py [--policies drf,optimus] [--seed 1] [--jobs 200] [--agents 500] [--repeat 1]
+    .venv/bin/python bench/simulator.py [--policies drf,optimus] [--seed 1] [--jobs 200]
+        [--agents 500] [--repeat 1]
 """
 
 from __future__ import annotations
@@ -38,9 +39,13 @@ def main() -> None:
     sim_cfg = replace(sim_cfg, num_agents=args.agents)
     trace_cfg = replace(trace_cfg, num_jobs=args.jobs)
     trace = generate_trace(trace_cfg, args.seed)
-    print(f"reference scale: {args.agents} nodes, {len(trace)} jobs, seed {args.seed}; "
-          f"speed models built in {build:.2f} s (once per process, excluded below)")
-    print(f"{'policy':8s} {'wall s':>8s} {'cpu s':>8s} {'slots':>6s} {'slots/s':>9s} {'avg JCT (slots)':>16s}")
+    print(
+        f"reference scale: {args.agents} nodes, {len(trace)} jobs, seed {args.seed}; "
+        f"speed models built in {build:.2f} s (once per process, excluded below)"
+    )
+    print(
+        f"{'policy':8s} {'wall s':>8s} {'cpu s':>8s} {'slots':>6s} {'slots/s':>9s} {'avg JCT (slots)':>16s}"
+    )
     for name in args.policies.split(","):
         walls, cpus = [], []
         m = None
@@ -52,8 +57,9 @@ def main() -> None:
             cpus.append(time.process_time() - c0)
         assert m is not None
         best = min(walls)
-        print(f"{name:8s} {best:8.2f} {min(cpus):8.2f} {m.slots:6d} {m.slots / best:9.1f} {m.avg_jct_slots:16.2f}"
-              + (f"   (wall of each run: {', '.join(f'{w:.2f}' for w in walls)})" if args.repeat > 1 else ""))
+        each = f"   (wall of each run: {', '.join(f'{w:.2f}' for w in walls)})" if args.repeat > 1 else ""
+        row = f"{name:8s} {best:8.2f} {min(cpus):8.2f} {m.slots:6d} {m.slots / best:9.1f}"
+        print(f"{row} {m.avg_jct_slots:16.2f}{each}")
 
 
 if __name__ == "__main__":

@@ -35,7 +35,9 @@ def parse_seeds(text: str) -> list[int]:
             else:
                 seeds.append(int(part))
         except ValueError:
-            raise click.BadParameter(f"{part!r} is not a seed, list (1,2,5) or range (1-5)", param_hint="--seeds") from None
+            raise click.BadParameter(
+                f"{part!r} is not a seed, list (1,2,5) or range (1-5)", param_hint="--seeds"
+            ) from None
     if not seeds:
         raise click.BadParameter("no seeds given", param_hint="--seeds")
     return seeds
@@ -53,7 +55,9 @@ def parse_overrides(text: str, cls) -> dict:
             raise click.BadParameter(f"{part!r}: expected key=value", param_hint="--generate")
         key, value = (s.strip() for s in part.split("=", 1))
         if key not in known:
-            raise click.BadParameter(f"unknown key {key!r} (known: {', '.join(known)})", param_hint="--generate")
+            raise click.BadParameter(
+                f"unknown key {key!r} (known: {', '.join(known)})", param_hint="--generate"
+            )
         current = getattr(cls(), key)
         try:
             if isinstance(current, bool):
@@ -69,7 +73,9 @@ def parse_overrides(text: str, cls) -> dict:
             else:
                 out[key] = value
         except ValueError:
-            raise click.BadParameter(f"{key}={value!r}: not a valid {type(current).__name__}", param_hint="--generate") from None
+            raise click.BadParameter(
+                f"{key}={value!r}: not a valid {type(current).__name__}", param_hint="--generate"
+            ) from None
     return out
 
 
@@ -96,7 +102,15 @@ def _fmt(m: float, half: float, digits: int = 2) -> str:
 
 
 def _table(results: dict, slot_seconds: float) -> str:
-    headers = ["policy", "avg JCT (slots)", "makespan (slots)", "CPU util", "GPU util", "rescales", "unfinished"]
+    headers = [
+        "policy",
+        "avg JCT (slots)",
+        "makespan (slots)",
+        "CPU util",
+        "GPU util",
+        "rescales",
+        "unfinished",
+    ]
     rows = []
     for name, r in results.items():
         runs = r["runs"]
@@ -128,9 +142,18 @@ def _plot(results: dict, slot_seconds: float, path: str) -> None:
             ax1.step(jcts, np.arange(1, len(jcts) + 1) / len(jcts), where="post", label=name)
         first = r["runs"][0]
         t = [s["time"] / 3600.0 for s in first["slot_records"]]
-        (line,) = ax2.step(t, [s["gpu_util"] for s in first["slot_records"]], where="post", label=f"{name} GPU")
-        ax2.step(t, [s["cpu_util"] for s in first["slot_records"]], where="post", linestyle=":",
-                 color=line.get_color(), alpha=0.7, label=f"{name} CPU")
+        (line,) = ax2.step(
+            t, [s["gpu_util"] for s in first["slot_records"]], where="post", label=f"{name} GPU"
+        )
+        ax2.step(
+            t,
+            [s["cpu_util"] for s in first["slot_records"]],
+            where="post",
+            linestyle=":",
+            color=line.get_color(),
+            alpha=0.7,
+            label=f"{name} CPU",
+        )
     ax1.set_xlabel("job completion time (hours)")
     ax1.set_ylabel("fraction of jobs")
     ax1.set_title("JCT CDF (all seeds)")
@@ -148,24 +171,69 @@ def _plot(results: dict, slot_seconds: float, path: str) -> None:
 
 
 @click.command()
-@click.option("--policies", "-p", default="drf,tetris,optimus,fifo,srtf", show_default=True,
-              help="Comma-separated policy names.")
-@click.option("--preset", default="small", show_default=True, help="Cluster and trace preset: reference, small, tiny.")
-@click.option("--trace", "trace_file", type=click.Path(dir_okay=False), help="Replay this CSV trace instead of generating.")
-@click.option("--generate", "generate", default="", metavar="KEY=VAL,...",
-              help="Trace-generator overrides of the preset, e.g. num_jobs=50,arrival=poisson,max_arrivals_per_slot=3.")
+@click.option(
+    "--policies",
+    "-p",
+    default="drf,tetris,optimus,fifo,srtf",
+    show_default=True,
+    help="Comma-separated policy names.",
+)
+@click.option(
+    "--preset", default="small", show_default=True, help="Cluster and trace preset: reference, small, tiny."
+)
+@click.option(
+    "--trace",
+    "trace_file",
+    type=click.Path(dir_okay=False),
+    help="Replay this CSV trace instead of generating.",
+)
+@click.option(
+    "--generate",
+    "generate",
+    default="",
+    metavar="KEY=VAL,...",
+    help="Trace-generator overrides of the preset, e.g. num_jobs=50,arrival=poisson,max_arrivals_per_slot=3.",
+)
 @click.option("--seeds", default="1-5", show_default=True, help="Seeds: range 1-5, list 1,4,9, or one.")
 @click.option("--agents", type=click.IntRange(min=1), help="Number of nodes (overrides the preset).")
-@click.option("--slot-seconds", type=click.FloatRange(min=1.0), help="Slot length in seconds (overrides the preset).")
+@click.option(
+    "--slot-seconds", type=click.FloatRange(min=1.0), help="Slot length in seconds (overrides the preset)."
+)
 @click.option("--max-slots", type=click.IntRange(min=1), help="Stop after this many slots.")
-@click.option("--restart-cost/--no-restart-cost", default=True, show_default=True, help="Charge the rescale restart cost.")
-@click.option("--speed-noise", type=click.FloatRange(0.0, 0.99), default=0.0, help="Training-speed noise amplitude.")
+@click.option(
+    "--restart-cost/--no-restart-cost",
+    default=True,
+    show_default=True,
+    help="Charge the rescale restart cost.",
+)
+@click.option(
+    "--speed-noise", type=click.FloatRange(0.0, 0.99), default=0.0, help="Training-speed noise amplitude."
+)
 @click.option("--model-path", type=click.Path(dir_okay=False), help="Model file for the dl2 policy.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write all results as JSON here.")
-@click.option("--plot", "plot_out", type=click.Path(dir_okay=False), help="Write the JCT CDF and utilisation plot (PNG).")
+@click.option(
+    "--plot",
+    "plot_out",
+    type=click.Path(dir_okay=False),
+    help="Write the JCT CDF and utilisation plot (PNG).",
+)
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
-def simulate(policies, preset, trace_file, generate, seeds, agents, slot_seconds, max_slots, restart_cost,
-             speed_noise, model_path, json_out, plot_out, progress):
+def simulate(
+    policies,
+    preset,
+    trace_file,
+    generate,
+    seeds,
+    agents,
+    slot_seconds,
+    max_slots,
+    restart_cost,
+    speed_noise,
+    model_path,
+    json_out,
+    plot_out,
+    progress,
+):
     """Compare scheduling policies in the cluster simulator.
 
     Each policy runs once per seed on the same traces (generated from the preset with the seed,
@@ -185,7 +253,9 @@ def simulate(policies, preset, trace_file, generate, seeds, agents, slot_seconds
         raise click.BadParameter("no policy given", param_hint="--policies")
     unknown = [n for n in names if n not in policy_names()]
     if unknown:
-        raise click.BadParameter(f"unknown policy {unknown[0]!r}; known: {', '.join(policy_names())}", param_hint="--policies")
+        raise click.BadParameter(
+            f"unknown policy {unknown[0]!r}; known: {', '.join(policy_names())}", param_hint="--policies"
+        )
     if trace_file and generate:
         raise click.UsageError("give --trace or --generate, not both")
     seed_list = parse_seeds(seeds)
@@ -236,22 +306,30 @@ def simulate(policies, preset, trace_file, generate, seeds, agents, slot_seconds
 
     results: dict[str, dict] = {n: {"runs": []} for n in names}
     total = len(names) * len(seed_list)
-    with tqdm(total=total, desc="simulating", unit="run", disable=(not progress) if progress is not None else None) as bar:
+    with tqdm(
+        total=total, desc="simulating", unit="run", disable=(not progress) if progress is not None else None
+    ) as bar:
         for n in names:
             for s in seed_list:
                 bar.set_postfix_str(f"{n} seed {s}")
                 m = run(made[n], sim_cfg, traces[s], seed=s)
                 results[n]["runs"].append(m.to_dict())
                 bar.update(1)
-    for n, r in results.items():
+    for r in results.values():
         runs = r["runs"]
         for key in ("avg_jct", "median_jct", "p95_jct", "makespan", "cpu_util", "gpu_util", "rescales"):
             m, half = mean_ci([float(x[key]) for x in runs])
             r[key] = m
             r[f"{key}_ci95"] = None if math.isnan(half) else half
 
-    src = f"trace {trace_file}" if trace_file else f"preset {preset}" + (f" with {generate}" if generate else "")
-    click.echo(f"{src}; {len(sim_cfg.agent_resources())} nodes; {sim_cfg.slot_seconds:g} s slots; seeds {seeds}")
+    src = (
+        f"trace {trace_file}"
+        if trace_file
+        else f"preset {preset}" + (f" with {generate}" if generate else "")
+    )
+    click.echo(
+        f"{src}; {len(sim_cfg.agent_resources())} nodes; {sim_cfg.slot_seconds:g} s slots; seeds {seeds}"
+    )
     click.echo(_table(results, sim_cfg.slot_seconds))
     if json_out:
         doc = {
@@ -282,7 +360,13 @@ def trace() -> None:
 
 @trace.command("generate")
 @click.option("--preset", default="small", show_default=True, help="Trace preset: reference, small, tiny.")
-@click.option("--set", "overrides", default="", metavar="KEY=VAL,...", help="Overrides, e.g. num_jobs=50,arrival=poisson.")
+@click.option(
+    "--set",
+    "overrides",
+    default="",
+    metavar="KEY=VAL,...",
+    help="Overrides, e.g. num_jobs=50,arrival=poisson.",
+)
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--output", "-o", type=click.Path(dir_okay=False), required=True, help="CSV file to write.")
 def trace_generate(preset, overrides, seed, output):

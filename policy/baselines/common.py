@@ -55,7 +55,8 @@ class Grower:
         ps_r, w_r, _ = self._res(job)
         share = 0.0
         for used, cap in zip(
-            (ps * ps_r.cpus + w * w_r.cpus, ps * ps_r.gpus + w * w_r.gpus, ps * ps_r.mem + w * w_r.mem), self._cap
+            (ps * ps_r.cpus + w * w_r.cpus, ps * ps_r.gpus + w * w_r.gpus, ps * ps_r.mem + w * w_r.mem),
+            self._cap,
         ):
             if cap > 0 and used / cap > share:
                 share = used / cap
@@ -130,7 +131,6 @@ class Grower:
     def add_task(self, job: JobView, role: str) -> bool:
         """Add one PS or one worker (a job's first task brings the minimum of the other role)."""
         ps, w = self.get(job)
-        spec = job.spec
         if not self.can_add(job, role):
             return False
         if ps == 0 and w == 0:

@@ -73,7 +73,9 @@ class OptimusSpeedModel:
             num_ps = num_workers
         if num_ps <= 0 or num_workers <= 0:
             return 0.0
-        return float(self._tables[get_job_type(job_type).name][min(num_ps, TABLE_MAX), min(num_workers, TABLE_MAX)])
+        return float(
+            self._tables[get_job_type(job_type).name][min(num_ps, TABLE_MAX), min(num_workers, TABLE_MAX)]
+        )
 
 
 @lru_cache(maxsize=1)

@@ -47,7 +47,9 @@ class TetrisPolicy:
         caps = np.array([[a.available.cpus, a.available.gpus, a.available.mem] for a in agents], dtype=float)
         free = caps.copy()
         ps_d = np.array([[j.spec.ps.cpus, j.spec.ps.gpus, j.spec.ps.mem] for j in jobs], dtype=float)
-        w_d = np.array([[j.spec.worker.cpus, j.spec.worker.gpus, j.spec.worker.mem] for j in jobs], dtype=float)
+        w_d = np.array(
+            [[j.spec.worker.cpus, j.spec.worker.gpus, j.spec.worker.mem] for j in jobs], dtype=float
+        )
         uses_ps = np.array([j.spec.uses_ps for j in jobs])
         max_ps = np.array([j.spec.max_ps if j.spec.uses_ps else 0 for j in jobs])
         max_w = np.array([j.spec.max_workers for j in jobs])
@@ -57,7 +59,9 @@ class TetrisPolicy:
         w = np.zeros(n, dtype=int)
         rem_time = np.empty(n)
         for k, j in enumerate(jobs):
-            eps = self.speed_model.epochs_per_second(j.spec.job_type, min_ps[k] or min_w[k], min_w[k], j.spec.uses_ps)
+            eps = self.speed_model.epochs_per_second(
+                j.spec.job_type, min_ps[k] or min_w[k], min_w[k], j.spec.uses_ps
+            )
             rem_time[k] = j.remaining_epochs / eps if eps > 0 else 1e18
 
         def unit_of(k: int) -> tuple[int, int]:

@@ -145,7 +145,9 @@ class TraceConfig:
                 f"TraceConfig.arrival: must be one of {', '.join(ARRIVAL_PROCESSES)}, got {self.arrival!r}"
             )
         if self.max_arrivals_per_slot < 1:
-            raise ConfigError(f"TraceConfig.max_arrivals_per_slot: must be >= 1, got {self.max_arrivals_per_slot}")
+            raise ConfigError(
+                f"TraceConfig.max_arrivals_per_slot: must be >= 1, got {self.max_arrivals_per_slot}"
+            )
         if not self.max_epochs > 0:
             raise ConfigError(f"TraceConfig.max_epochs: must be > 0, got {self.max_epochs}")
         if not self.job_types:
@@ -204,6 +206,8 @@ def preset(name: str) -> tuple[SimConfig, TraceConfig]:
         raise ConfigError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}") from None
 
 
-def with_slot_seconds(sim: SimConfig, trace: TraceConfig, slot_seconds: float) -> tuple[SimConfig, TraceConfig]:
+def with_slot_seconds(
+    sim: SimConfig, trace: TraceConfig, slot_seconds: float
+) -> tuple[SimConfig, TraceConfig]:
     """Both configs with one slot length (they must agree)."""
     return replace(sim, slot_seconds=slot_seconds), replace(trace, slot_seconds=slot_seconds)

@@ -60,7 +60,9 @@ def _time(path: str, line: int, text: str) -> float:
         try:
             return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
         except ValueError:
-            raise TraceFormatError(path, line, f"submit time {text!r} is neither seconds nor a date-time") from None
+            raise TraceFormatError(
+                path, line, f"submit time {text!r} is neither seconds nor a date-time"
+            ) from None
     if not math.isfinite(v):
         raise TraceFormatError(path, line, f"submit time {text!r} is not finite")
     return v
@@ -80,7 +82,11 @@ def import_philly(path: str | Path, seed: int = 0) -> Trace:
         raise TraceFormatError(p, 1, "empty file: expected a header line")
     header_line, header = rows[0]
     cols = {}
-    for what, names in (("submit time", SUBMIT_COLUMNS), ("duration", DURATION_COLUMNS), ("GPU count", GPU_COLUMNS)):
+    for what, names in (
+        ("submit time", SUBMIT_COLUMNS),
+        ("duration", DURATION_COLUMNS),
+        ("GPU count", GPU_COLUMNS),
+    ):
         c = _pick(header, names)
         if c is None:
             raise TraceFormatError(p, header_line, f"no {what} column (one of: {', '.join(names)})")
@@ -108,7 +114,9 @@ def import_philly(path: str | Path, seed: int = 0) -> Trace:
         try:
             gpus = int(row[cols["GPU count"]])
         except ValueError:
-            raise TraceFormatError(p, line, f"GPU count {row[cols['GPU count']]!r} is not a whole number") from None
+            raise TraceFormatError(
+                p, line, f"GPU count {row[cols['GPU count']]!r} is not a whole number"
+            ) from None
         if gpus < 0:
             raise TraceFormatError(p, line, f"GPU count must be >= 0, got {gpus}")
         job_id = (row[id_idx].strip() if id_idx is not None else "") or f"philly-{n:04d}"

@@ -164,7 +164,11 @@ class Simulator:
         self._specs = {}
         for tj in self.trace:
             spec = tj.spec
-            secs = spec.restart_seconds if spec.restart_seconds is not None else config.restart_seconds_for(spec.job_type)
+            secs = (
+                spec.restart_seconds
+                if spec.restart_seconds is not None
+                else config.restart_seconds_for(spec.job_type)
+            )
             if not config.charge_restart_cost:
                 secs = 0.0
             if spec.restart_seconds != secs:
@@ -196,7 +200,11 @@ class Simulator:
         while self._pending and self._pending[0].arrival_time <= self.now + _EPS:
             tj = self._pending.popleft()
             self._active[tj.job_id] = _Job(
-                tj.job_id, self._specs[tj.job_id], tj.arrival_time, self.slot, self._specs[tj.job_id].restart_seconds
+                tj.job_id,
+                self._specs[tj.job_id],
+                tj.arrival_time,
+                self.slot,
+                self._specs[tj.job_id].restart_seconds,
             )
 
     # -- observation ----------------------------------------------------------------------------
@@ -226,7 +234,10 @@ class Simulator:
                 jobs=jobs,
                 agents=self._agents,
                 tasks=self._tasks,
-                info={"simulated": True, "finished": len(self._done_jobs)},  # no look-ahead at future arrivals
+                info={
+                    "simulated": True,
+                    "finished": len(self._done_jobs),
+                },  # no look-ahead at future arrivals
             )
         return self._state
 
@@ -245,7 +256,13 @@ class Simulator:
         if self._unchanged(allocation):
             # nothing to stop or start: place() would keep every task (same result, no work)
             plan = None
-            granted = Allocation({j.job_id: JobAllocation(j.num_ps, j.num_workers) for j in self._active.values() if j.num_workers or j.num_ps})
+            granted = Allocation(
+                {
+                    j.job_id: JobAllocation(j.num_ps, j.num_workers)
+                    for j in self._active.values()
+                    if j.num_workers or j.num_ps
+                }
+            )
             tasks = list(self._tasks)
         else:
             plan = place(allocation, state)
@@ -255,7 +272,11 @@ class Simulator:
         if plan is not None:
             for p in plan.start:
                 self._task_seq += 1
-                tasks.append(TaskView(f"t{self._task_seq}-{p.job_id}-{p.role}", p.job_id, p.role, p.agent_id, p.resources))
+                tasks.append(
+                    TaskView(
+                        f"t{self._task_seq}-{p.job_id}-{p.role}", p.job_id, p.role, p.agent_id, p.resources
+                    )
+                )
 
         reward = 0.0
         epochs: dict[str, float] = {}
@@ -283,7 +304,9 @@ class Simulator:
                 job.has_run = True
                 job.start_time = self.now
             job.num_ps, job.num_workers = now_counts
-            eps = self.speed_model.epochs_per_second(job.spec.job_type, g.num_ps, g.num_workers, job.spec.uses_ps)
+            eps = self.speed_model.epochs_per_second(
+                job.spec.job_type, g.num_ps, g.num_workers, job.spec.uses_ps
+            )
             if noise:
                 eps *= 1.0 + noise * float(self._rng.uniform(-1.0, 1.0))
             train_s = slot_s - restart
@@ -354,8 +377,18 @@ class Simulator:
         if self._truncated:
             # jobs that never arrived before the stop count as unfinished with zero JCT
             records += [
-                JobRecord(tj.job_id, tj.spec.job_type, tj.spec.epochs, tj.arrival_time, None, None,
-                          max(0.0, self.now - tj.arrival_time), False, 0, 0.0)
+                JobRecord(
+                    tj.job_id,
+                    tj.spec.job_type,
+                    tj.spec.epochs,
+                    tj.arrival_time,
+                    None,
+                    None,
+                    max(0.0, self.now - tj.arrival_time),
+                    False,
+                    0,
+                    0.0,
+                )
                 for tj in self._pending
             ]
         records.sort(key=lambda r: (r.arrival_time, r.job_id))
@@ -396,4 +429,4 @@ def run(
     return sim.metrics(getattr(policy, "name", type(policy).__name__))
 
 
-__all__ = ["JobAllocation", "SlotOutcome", "Simulator", "run"]
+__all__ = ["SlotOutcome", "Simulator", "run"]

@@ -271,7 +271,9 @@ def parse_trace(text: str, path: str = "<string>") -> Trace:
     header = [h.strip() for h in next(csv.reader([header_text]))]
     unknown = [h for h in header if h not in ALL_COLUMNS]
     if unknown:
-        raise TraceFormatError(path, header_line, f"unknown column {unknown[0]!r} (known: {', '.join(ALL_COLUMNS)})")
+        raise TraceFormatError(
+            path, header_line, f"unknown column {unknown[0]!r} (known: {', '.join(ALL_COLUMNS)})"
+        )
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise TraceFormatError(path, header_line, f"missing required column {missing[0]!r}")
@@ -288,7 +290,9 @@ def parse_trace(text: str, path: str = "<string>") -> Trace:
             row[None] = cells[len(header) :]  # type: ignore[index]
         job = _row_to_job(path, line, row, index)
         if job.job_id in seen:
-            raise TraceFormatError(path, line, f"duplicate job_id {job.job_id!r} (first on line {seen[job.job_id]})")
+            raise TraceFormatError(
+                path, line, f"duplicate job_id {job.job_id!r} (first on line {seen[job.job_id]})"
+            )
         seen[job.job_id] = line
         jobs.append(job)
     return sort_trace(jobs)

@@ -26,8 +26,15 @@ def _state(agent_caps, jobs):
     views = []
     for i, (jid, t, spec_kw, view_kw) in enumerate(jobs):
         spec_kw = {"epochs": 1000.0, **spec_kw}
-        views.append(JobView(job_id=jid, spec=JobSpec(job_type=t, **spec_kw), arrival_slot=0,
-                             arrival_time=float(i), **{"epochs_done": 0.0, **view_kw}))
+        views.append(
+            JobView(
+                job_id=jid,
+                spec=JobSpec(job_type=t, **spec_kw),
+                arrival_slot=0,
+                arrival_time=float(i),
+                **{"epochs_done": 0.0, **view_kw},
+            )
+        )
     return ClusterState(slot=0, slot_seconds=1200.0, now=0.0, jobs=tuple(views), agents=avs)
 
 

@@ -38,7 +38,9 @@ def test_fifo_starter_bundle_gives_everyone_one_first(make_state):
 
 
 def test_fifo_respects_caps(make_state):
-    st = make_state([NODE] * 4, [("a", "vgg-16", {"max_ps": 1, "max_workers": 3}, {}), ("b", "vgg-16", {}, {})])
+    st = make_state(
+        [NODE] * 4, [("a", "vgg-16", {"max_ps": 1, "max_workers": 3}, {}), ("b", "vgg-16", {}, {})]
+    )
     alloc = FIFOPolicy().decide(st)
     assert counts(alloc) == {"a": (1, 3), "b": (5, 5)}  # a: 8 cpus, 3 GPUs; b: the other 24 cpus / 5 GPUs
     validate_allocation(alloc, st)
@@ -56,8 +58,12 @@ def test_srtf_estimates_at_the_caps_whatever_the_current_counts(make_state):
     from dl2_mesos.speed_model import default_speed_model
 
     sm = default_speed_model()
-    st = make_state([NODE], [("a", "resnet-50", {"max_ps": 4, "max_workers": 6}, {"num_ps": 3, "num_workers": 3})])
-    assert remaining_seconds(st.jobs[0], sm) == pytest.approx(1000.0 / sm.epochs_per_second("resnet-50", 4, 6))
+    st = make_state(
+        [NODE], [("a", "resnet-50", {"max_ps": 4, "max_workers": 6}, {"num_ps": 3, "num_workers": 3})]
+    )
+    assert remaining_seconds(st.jobs[0], sm) == pytest.approx(
+        1000.0 / sm.epochs_per_second("resnet-50", 4, 6)
+    )
 
 
 def test_tetris_prefers_shortest_remaining_time(make_state):
@@ -107,7 +113,9 @@ def test_optimus_stops_at_a_local_optimum_of_its_estimate(make_state, model):
     ps, w = alloc["a"].num_ps, alloc["a"].num_workers
     sm = optimus_speed_model()
     here = sm.epochs_per_second(model, ps, w)
-    assert (ps, w) != (1, 1) or here >= max(sm.epochs_per_second(model, 2, 1), sm.epochs_per_second(model, 1, 2))
+    assert (ps, w) != (1, 1) or here >= max(
+        sm.epochs_per_second(model, 2, 1), sm.epochs_per_second(model, 1, 2)
+    )
     # no single extra task would help (capacity is ample, caps are 16)
     if ps < 16:
         assert sm.epochs_per_second(model, ps + 1, w) <= here + 1e-12

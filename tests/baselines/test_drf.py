@@ -12,7 +12,13 @@ from dl2_mesos.resources import Resources
 def state(agents, *jobs):
     avs = tuple(AgentView(f"n{i}", f"n{i}", r, r) for i, r in enumerate(agents))
     views = tuple(
-        JobView(job_id=jid, spec=JobSpec(job_type=t, epochs=1000.0, **kw), arrival_slot=0, arrival_time=float(i), epochs_done=0.0)
+        JobView(
+            job_id=jid,
+            spec=JobSpec(job_type=t, epochs=1000.0, **kw),
+            arrival_slot=0,
+            arrival_time=float(i),
+            epochs_done=0.0,
+        )
         for i, (jid, t, kw) in enumerate(jobs)
     )
     return ClusterState(slot=0, slot_seconds=1200.0, now=0.0, jobs=views, agents=avs)
@@ -38,7 +44,11 @@ def test_equal_jobs_split_evenly_and_ties_go_to_earlier_arrival():
     assert dict(DRFPolicy().decide(st)) == {"a": JobAllocation(2, 2), "b": JobAllocation(2, 2)}
     # one bundle's worth of room left over for three equal jobs goes to the earliest
     st3 = state([Resources(12, 3, 49152)], ("a", "vgg-16", {}), ("b", "vgg-16", {}), ("c", "vgg-16", {}))
-    assert dict(DRFPolicy().decide(st3)) == {"a": JobAllocation(1, 1), "b": JobAllocation(1, 1), "c": JobAllocation(1, 1)}
+    assert dict(DRFPolicy().decide(st3)) == {
+        "a": JobAllocation(1, 1),
+        "b": JobAllocation(1, 1),
+        "c": JobAllocation(1, 1),
+    }
     st2 = state([Resources(12, 3, 49152)], ("a", "vgg-16", {}), ("b", "vgg-16", {}))
     assert dict(DRFPolicy().decide(st2)) == {"a": JobAllocation(2, 2), "b": JobAllocation(1, 1)}
 

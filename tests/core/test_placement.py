@@ -145,7 +145,9 @@ def _reference_find(caps, used, demand):
 @given(st.integers(0, 10_000))
 def test_board_matches_brute_force(seed):
     rnd = random.Random(seed)
-    caps = [rnd.choice([NODE, Resources(16, 0, 65536), Resources(4, 1, 16384)]) for _ in range(rnd.randint(1, 12))]
+    caps = [
+        rnd.choice([NODE, Resources(16, 0, 65536), Resources(4, 1, 16384)]) for _ in range(rnd.randint(1, 12))
+    ]
     ags = agents(*caps)
     board = PlacementBoard(ags)
     used = [Resources() for _ in caps]

@@ -37,7 +37,9 @@ def test_reference_sample_totals():
 def test_failed_records_are_not_used():
     med = float(np.median([s for _, _, s in RAW["vgg-16"]]))
     assert SM.samples_per_second("vgg-16", 4, 8) > 0.1 * med
-    assert SM.samples_per_second("inception-bn", 1, 5) > 0.1 * float(np.median([s for _, _, s in RAW["inception-bn"]]))
+    assert SM.samples_per_second("inception-bn", 1, 5) > 0.1 * float(
+        np.median([s for _, _, s in RAW["inception-bn"]])
+    )
 
 
 @pytest.mark.parametrize("model", [t.name for t in all_job_types()])

@@ -35,7 +35,18 @@ def test_simulate_table_json_and_plot(tmp_path):
     out, png = tmp_path / "r.json", tmp_path / "r.png"
     res = CliRunner().invoke(
         simulate,
-        ["--preset", "tiny", "--policies", "drf,fifo", "--seeds", "1-2", "--json", str(out), "--plot", str(png)],
+        [
+            "--preset",
+            "tiny",
+            "--policies",
+            "drf,fifo",
+            "--seeds",
+            "1-2",
+            "--json",
+            str(out),
+            "--plot",
+            str(png),
+        ],
     )
     assert res.exit_code == 0, res.output
     assert "avg JCT (slots)" in res.output and "drf" in res.output and "fifo" in res.output
@@ -53,7 +64,9 @@ def test_simulate_table_json_and_plot(tmp_path):
 def test_simulate_replays_a_trace_file(tmp_path):
     runner = CliRunner()
     tfile = tmp_path / "t.csv"
-    res = runner.invoke(trace, ["generate", "--preset", "tiny", "--set", "num_jobs=4", "--seed", "3", "-o", str(tfile)])
+    res = runner.invoke(
+        trace, ["generate", "--preset", "tiny", "--set", "num_jobs=4", "--seed", "3", "-o", str(tfile)]
+    )
     assert res.exit_code == 0, res.output
     assert len(read_trace(tfile)) == 4
     res = runner.invoke(simulate, ["--trace", str(tfile), "--agents", "3", "-p", "optimus", "--seeds", "1"])
@@ -65,7 +78,18 @@ def test_generate_overrides(tmp_path):
     out = tmp_path / "o.json"
     res = CliRunner().invoke(
         simulate,
-        ["--preset", "tiny", "-p", "srtf", "--seeds", "4", "--generate", "num_jobs=3,arrival=poisson", "--json", str(out)],
+        [
+            "--preset",
+            "tiny",
+            "-p",
+            "srtf",
+            "--seeds",
+            "4",
+            "--generate",
+            "num_jobs=3,arrival=poisson",
+            "--json",
+            str(out),
+        ],
     )
     assert res.exit_code == 0, res.output
     doc = json.loads(out.read_text())
@@ -118,10 +142,29 @@ def test_real_dl2_script(tmp_path):
     script = Path(sys.executable).parent / "dl2"
     env = {**os.environ, "MPLBACKEND": "Agg"}
     ok = subprocess.run(
-        [str(script), "simulate", "--preset", "tiny", "-p", "drf,tetris", "--seeds", "1", "--json", str(tmp_path / "o.json")],
-        capture_output=True, text=True, timeout=120, env=env,
+        [
+            str(script),
+            "simulate",
+            "--preset",
+            "tiny",
+            "-p",
+            "drf,tetris",
+            "--seeds",
+            "1",
+            "--json",
+            str(tmp_path / "o.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
     assert ok.returncode == 0, ok.stderr
-    assert "tetris" in ok.stdout and json.loads((tmp_path / "o.json").read_text())["policies"]["drf"]["avg_jct"] > 0
-    bad = subprocess.run([str(script), "simulate", "-p", "nope"], capture_output=True, text=True, timeout=120, env=env)
+    assert (
+        "tetris" in ok.stdout
+        and json.loads((tmp_path / "o.json").read_text())["policies"]["drf"]["avg_jct"] > 0
+    )
+    bad = subprocess.run(
+        [str(script), "simulate", "-p", "nope"], capture_output=True, text=True, timeout=120, env=env
+    )
     assert bad.returncode == 2 and "unknown policy 'nope'" in bad.stderr

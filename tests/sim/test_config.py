@@ -45,7 +45,13 @@ def test_bad_sim_config(kw):
 
 @pytest.mark.parametrize(
     "kw",
-    [{"num_jobs": 0}, {"arrival": "bursty"}, {"max_arrivals_per_slot": 0}, {"max_epochs": -1}, {"job_types": ()}],
+    [
+        {"num_jobs": 0},
+        {"arrival": "bursty"},
+        {"max_arrivals_per_slot": 0},
+        {"max_epochs": -1},
+        {"job_types": ()},
+    ],
 )
 def test_bad_trace_config(kw):
     with pytest.raises(ConfigError):

@@ -7,7 +7,7 @@ import pytest
 from dl2_mesos.allocation import Allocation, JobAllocation
 from dl2_mesos.errors import InvalidAllocation
 from dl2_mesos.policy.registry import make_policy
-from dl2_mesos.policy.sim.config import SimConfig, TraceConfig, preset
+from dl2_mesos.policy.sim.config import SimConfig, preset
 from dl2_mesos.policy.sim.simulator import Simulator, run
 from dl2_mesos.policy.sim.trace import generate_trace
 from dl2_mesos.resources import Resources
@@ -173,7 +173,9 @@ def test_run_metrics_are_consistent():
 
 
 def test_max_slots_truncates_and_censors(make_job):
-    sim = Simulator(cfg(max_slots=2), (make_job("a", "vgg-16", 1e6), make_job("b", "vgg-16", 1e6, arrival=1e6)))
+    sim = Simulator(
+        cfg(max_slots=2), (make_job("a", "vgg-16", 1e6), make_job("b", "vgg-16", 1e6, arrival=1e6))
+    )
     sim.step(Allocation({"a": (1, 1)}))
     out = sim.step(Allocation({"a": (1, 1)}))
     assert out.done and sim.done

@@ -67,8 +67,12 @@ def test_lengths_fixed_and_varied():
     for j in fixed:
         assert j.spec.epochs == pytest.approx(get_job_type(j.spec.job_type).num_epochs_fraction * 1000.0)
         assert j.spec.max_ps == 16 and j.spec.max_workers == 16
-    varied = generate_trace(TraceConfig(num_jobs=40, arrival="uniform", max_epochs=1000.0, fixed_length=False), 2)
-    ratios = {round(j.spec.epochs / (get_job_type(j.spec.job_type).num_epochs_fraction * 1000.0), 6) for j in varied}
+    varied = generate_trace(
+        TraceConfig(num_jobs=40, arrival="uniform", max_epochs=1000.0, fixed_length=False), 2
+    )
+    ratios = {
+        round(j.spec.epochs / (get_job_type(j.spec.job_type).num_epochs_fraction * 1000.0), 6) for j in varied
+    }
     assert len(ratios) > 3 and min(ratios) >= 0.9 and max(ratios) <= 1.09
 
 
@@ -80,7 +84,9 @@ def test_job_type_subset():
 
 
 def test_csv_round_trip(tmp_path):
-    tr = generate_trace(TraceConfig(num_jobs=25, arrival="poisson", fixed_length=False, max_arrivals_per_slot=3), 4)
+    tr = generate_trace(
+        TraceConfig(num_jobs=25, arrival="poisson", fixed_length=False, max_arrivals_per_slot=3), 4
+    )
     p = tmp_path / "t.csv"
     write_trace(tr, p)
     assert read_trace(p) == tr
@@ -101,7 +107,8 @@ arrival_time,job_type,epochs
 
 
 def test_optional_resources_and_limits():
-    text = "job_id,arrival_time,job_type,epochs,max_ps,max_workers,worker_cpus,worker_gpus,worker_mem,restart_seconds\n"
+    text = "job_id,arrival_time,job_type,epochs,max_ps,max_workers,"
+    text += "worker_cpus,worker_gpus,worker_mem,restart_seconds\n"
     text += "j1,0,vgg-16,10,4,8,3,2,1000,20\n"
     (j,) = parse_trace(text)
     assert j.spec.worker == Resources(3, 2, 1000) and j.spec.max_ps == 4 and j.spec.max_workers == 8
