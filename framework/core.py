@@ -540,7 +540,22 @@ class SchedulerCore:
         return r
 
     def apply(self, allocation: Allocation, state: ClusterState, now: float) -> Any:
-        """Place ``allocation`` and start the transitions it implies."""
+        """Place ``allocation`` and start the transitions it implies.
+
+        A job still starting or rescaling keeps its counts this slot (unless it is stopped):
+        rescaling a job whose processes have not come up yet only costs another restart.
+        """
+        frozen = {}
+        for j in state.jobs:
+            job = self.jobs[j.job_id]
+            settling = job.phase == JobPhase.RESCALING or (job.phase == JobPhase.PENDING and job.live_tasks())
+            want = allocation.get_counts(j.job_id)
+            if settling and not want.is_zero and (want.num_ps, want.num_workers) != (j.num_ps, j.num_workers):
+                logger.info("job %s is still %s; keeping %d PS, %d workers this slot", j.job_id,
+                            "rescaling" if job.phase == JobPhase.RESCALING else "starting", j.num_ps, j.num_workers)
+                frozen[j.job_id] = JobAllocation(j.num_ps, j.num_workers)
+        if frozen:
+            allocation = Allocation({**{k: v for k, v in allocation.items()}, **frozen})
         plan = place(allocation, state)
         changed = plan.changed_jobs()
         for j in state.jobs:

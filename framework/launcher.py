@@ -171,8 +171,6 @@ class Launcher:
                 self._send_rescale(job, ex_id, agent, assignments)
             core.rescale_sent[job.job_id] = now
         else:
-            if job.epochs_done > 0 and not had_tasks and job.generation > 1:
-                pass  # restart count was raised when it was preempted
             job.slots_since_rescale = 0
             job.set_phase(JobPhase.PENDING, now, f"launching generation {gen.generation}")
         logger.info("job %s -> generation %d: %d PS, %d workers (%d new, %d stopped)", job.job_id,

@@ -17,9 +17,23 @@ from dl2_mesos.placement import PlannedTask
 from dl2_mesos.framework.records import JobRecord, TaskRecord
 from dl2_mesos.framework.task_info import executor_id_for
 
-#: ports per task: a PS gets a second one so that whichever PS is rank 0 can host the MXNet
-#: scheduler (ranks shift when PS are removed at a rescale).
-PORTS_PER_ROLE = {"ps": 2, "worker": 1}
+#: Ports per task, taken from the offer and held for the task's life. Generations alternate
+#: between two of them (a restarted process never needs the port its predecessor may still hold
+#: in TIME_WAIT); a PS has two more so that whichever PS is rank 0 can host the MXNet scheduler
+#: (ranks shift when PS are removed at a rescale).
+PORTS_PER_ROLE = {"ps": 4, "worker": 2}
+
+
+def endpoint_port(ports: list[int], generation: int) -> int:
+    """The task's own port in ``generation``."""
+    own = ports[:2] if len(ports) >= 2 else ports
+    return own[generation % len(own)]
+
+
+def scheduler_port(ports: list[int], generation: int) -> int:
+    """The MXNet scheduler's port in ``generation`` when this PS is rank 0."""
+    extra = ports[2:4] if len(ports) >= 4 else ports[-1:]
+    return extra[generation % len(extra)]
 
 
 @dataclass
@@ -61,7 +75,8 @@ def build_generation(
     Continuing tasks keep their relative order (so PS rank 0 stays rank 0 when it continues);
     new tasks take the ranks after them.
     """
-    gen = job.generation + 1
+    # a job's first generation is 0 (the executor restores from generation g-1's final checkpoint)
+    gen = job.generation + 1 if job.task_seq > 0 else 0
     continuing = [t for t in job.live_tasks() if t.task_id not in stop]
     created: list[TaskRecord] = []
     for p, hostname, ports in new:
@@ -85,12 +100,12 @@ def build_generation(
             new_ranks[t.task_id] = rank
     for t in created:
         t.rank = new_ranks[t.task_id]
-    servers = tuple(Endpoint(t.task_id, t.hostname, t.ports[0]) for t in by_role["ps"])
-    workers = tuple(Endpoint(t.task_id, t.hostname, t.ports[0]) for t in by_role["worker"])
+    servers = tuple(Endpoint(t.task_id, t.hostname, endpoint_port(t.ports, gen)) for t in by_role["ps"])
+    workers = tuple(Endpoint(t.task_id, t.hostname, endpoint_port(t.ports, gen)) for t in by_role["worker"])
     scheduler = None
     if job.spec.runtime == "mxnet" and by_role["ps"]:
         p0 = by_role["ps"][0]
-        scheduler = Endpoint(p0.task_id, p0.hostname, p0.ports[1] if len(p0.ports) > 1 else p0.ports[0])
+        scheduler = Endpoint(p0.task_id, p0.hostname, scheduler_port(p0.ports, gen))
     cluster = ClusterSpec(gen, scheduler, servers, workers)
     out = NewGeneration(gen, cluster, created, continuing)
     for t in continuing:

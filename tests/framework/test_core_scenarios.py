@@ -28,17 +28,21 @@ def test_slot_launches_ps_and_worker_with_ports_and_launchspec(harness: Harness)
     assert names(ps) == {"cpus", "mem", "ports"}  # resnet-50 PS has no GPU
     assert names(worker) == {"cpus", "mem", "gpus", "ports"}
     ps_ports = [r for r in ps["resources"] if r["name"] == "ports"][0]["ranges"]["range"]
-    assert len(ps_ports) == 2  # own port + MXNet scheduler port
+    assert len(ps_ports) == 4  # two own ports + two MXNet scheduler ports, alternating by generation
     spec = decode_b64(worker["data"])
-    assert spec.job_id == job.job_id and spec.cluster.generation == 1
+    assert spec.job_id == job.job_id and spec.cluster.generation == 0
     assert len(spec.cluster.servers) == 1 and len(spec.cluster.workers) == 1
-    assert spec.cluster.scheduler is not None and spec.cluster.scheduler.port == ps_ports[1]["begin"]
+    assert spec.cluster.scheduler is not None and spec.cluster.scheduler.port == ps_ports[2]["begin"]
+    assert spec.cluster.servers[0].port == ps_ports[0]["begin"]
+    w_ports = [r for r in worker["resources"] if r["name"] == "ports"][0]["ranges"]["range"]
+    assert spec.cluster.workers[0].port == w_ports[0]["begin"] and len(w_ports) == 2
+    assert len({p["begin"] for p in ps_ports + w_ports}) == 6
     assert worker["executor"]["command"]["value"] == "python -m dl2_mesos.executor"
     assert worker["executor"]["executor_id"] == ps["executor"]["executor_id"]  # one executor per job per agent
     assert all(r.get("role") == "*" for r in worker["resources"])
     # the job record was persisted before the launch
     stored = h.store.load_jobs()[job.job_id]
-    assert len(stored.tasks) == 2 and stored.generation == 1
+    assert len(stored.tasks) == 2 and stored.generation == 0
     # one ACCEPT for the agent's offers, leftover declined briefly
     (offer_ids, _, filters), = h.driver.named("launchTasks")
     assert filters["refuse_seconds"] <= 5
@@ -82,11 +86,14 @@ def test_rescale_grow_sends_request_to_continuing_executor_and_launches_new_work
     h.offer(make_offer("a1", cpus=3, gpus=1, mem=30000, ports=(32000, 32010)))
     h.next_slot()
     new = _specs(h.driver)
-    assert [s.role for s in new] == ["worker"] and new[0].cluster.generation == 2 and new[0].rank == 1
+    assert [s.role for s in new] == ["worker"] and new[0].cluster.generation == 1 and new[0].rank == 1
     msgs = h.driver.named("sendFrameworkMessage")
     assert len(msgs) == 1
     req = decode_b64(msgs[0][2])
-    assert isinstance(req, RescaleRequest) and req.cluster.generation == 2
+    assert isinstance(req, RescaleRequest) and req.cluster.generation == 1
+    # continuing processes move to their other port: a restart never reuses the previous generation's
+    old = job.tasks[req.cluster.servers[0].task_id]
+    assert req.cluster.servers[0].port == old.ports[1] and req.cluster.scheduler.port == old.ports[3]
     assert {a[1] for a in req.assignments} == {"ps", "worker"}
     assert job.phase == JobPhase.RESCALING and job.rescales == 1
     # no report yet: re-sent after rescale_resend seconds
@@ -95,7 +102,7 @@ def test_rescale_grow_sends_request_to_continuing_executor_and_launches_new_work
     assert len(h.driver.named("sendFrameworkMessage")) == 1
     # report + new task running -> RUNNING
     ex_id, agent = msgs[0][0]["value"], msgs[0][1]["value"]
-    rep = RescaleReport(job.job_id, "t", 2, True, (("stop", 0.1),))
+    rep = RescaleReport(job.job_id, "t", 1, True, (("stop", 0.1),))
     h.core.handle(ev.FrameworkMessage(ex_id, agent, encode_b64(rep)))
     h.run_all(job)
     assert job.phase == JobPhase.RUNNING and job.num_workers == 2
@@ -173,7 +180,7 @@ def test_lost_task_is_rescheduled(harness: Harness):
     h.offer(make_offer("a2"))
     h.core.handle(status(worker.task_id, "TASK_LOST", worker.agent_id))
     launched = _specs(h.driver)
-    assert [s.role for s in launched] == ["worker"] and launched[0].cluster.generation == 2
+    assert [s.role for s in launched] == ["worker"] and launched[0].cluster.generation == 1
     assert job.num_workers == 1 and job.phase == JobPhase.RESCALING
 
 
@@ -392,3 +399,20 @@ def test_view_and_snapshot_are_consistent(harness: Harness):
     assert v["cluster"]["last_decision"]["granted"][job.job_id] == [1, 1]
     state = h.core.snapshot(5, h.clock.t)
     assert {t.job_id for t in state.tasks} == {job.job_id} and len(state.tasks) == 2
+
+
+def test_job_still_starting_is_not_rescaled():
+    policy = ScriptedPolicy()
+    h = Harness(policy)
+    h.register()
+    job = h.submit()
+    h.offer(make_offer("a1"))
+    h.tick()
+    policy.counts[0] = (1, 2)
+    h.offer(make_offer("a1"))
+    h.next_slot()  # tasks not running yet: counts kept
+    assert job.generation == 0 and job.num_workers == 1
+    h.run_all(job)
+    h.offer(make_offer("a1"))
+    h.next_slot()
+    assert job.generation == 1 and job.num_workers == 2

@@ -79,8 +79,8 @@ def test_submit_launch_rescale_finish(cluster, tmp_path):
             len(f.get("tasks", [])) >= 4 for f in s["frameworks"] if f["name"] == "dl2") else None, timeout=30)
         fw = next(f for f in state["frameworks"] if f["name"] == "dl2")
         assert fw["checkpoint"] is True and fw["webui_url"].startswith(api)
-        # the job is rescaled at a slot boundary: generation 2 with two workers
-        job = _wait(lambda: (lambda j: j if j["generation"] >= 2 and j["num_workers"] == 2 else None)(
+        # the job is rescaled at a slot boundary: generation 1 with two workers
+        job = _wait(lambda: (lambda j: j if j["generation"] >= 1 and j["num_workers"] == 2 else None)(
             requests.get(f"{api}/api/v1/jobs/{ids[0]}", timeout=2).json()), 30, "rescale to 2 workers")
         assert job["rescales"] >= 1
         # every job finishes
@@ -132,3 +132,36 @@ def _client_cli(api, ids, tmp_path):
     assert r.exit_code != 0 and "job_type" in r.output
     r = run(job, ["missing", "--api", api])
     assert r.exit_code != 0 and "404" in r.output
+
+
+def test_real_executor_mxnet_job_rescaled_and_finished(cluster, tmp_path):
+    """The project's executor (``python -m dl2_mesos.executor``) running a real MXNet PS job."""
+    port = free_port()
+    cfg = load_config(env={}, overrides={
+        "master": cluster.master, "zk": "none", "state_dir": str(tmp_path / "state"), "policy": "fifo",
+        "slot": "4s", "offer_wait": "1s", "api": f"127.0.0.1:{port}",
+        "executor_command": f"{sys.executable} -m dl2_mesos.executor", "checkpoint_root": f"file://{tmp_path}/ckpt",
+        "rescale_resend": "2s", "kill_grace": "5s", "progress_interval": "0.5s",
+    })
+    replica = Replica(cfg, policy_factory=lambda c: GrowAfterFirstSlot())
+    runner = threading.Thread(target=replica.run, daemon=True)
+    runner.start()
+    api = f"http://127.0.0.1:{port}"
+    program = ["python", "-m", "dl2_mesos.programs.mxnet_mlp", "--batch-sleep", "0.02", "--batches-per-epoch", "20"]
+    try:
+        _wait(lambda: requests.get(api + "/health", timeout=2).json()["registered"], 20, "registration")
+        r = requests.post(api + "/api/v1/jobs", json={"job_type": "resnet-50", "epochs": 12, "command": program,
+                                                      "runtime": "mxnet", **TINY}, timeout=10)
+        assert r.status_code == 201, r.text
+        jid = r.json()["id"]
+        job = _wait(lambda: (lambda j: j if j["generation"] >= 1 and j["num_workers"] == 2 else None)(
+            requests.get(f"{api}/api/v1/jobs/{jid}", timeout=2).json()), 40, "rescale to 2 workers")
+        seen_progress = job["epochs_done"]
+        job = _wait(lambda: (lambda j: j if j["phase"] in ("finished", "failed") else None)(
+            requests.get(f"{api}/api/v1/jobs/{jid}", timeout=2).json()), 120, "the job to finish")
+        assert job["phase"] == "finished", job
+        assert job["rescales"] >= 1 and job["epochs_done"] == 12 and seen_progress > 0
+    finally:
+        replica.stop()
+        runner.join(30)
+    assert not runner.is_alive()
