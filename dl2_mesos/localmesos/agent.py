@@ -551,7 +551,8 @@ class Agent:
         return {"id": self.agent_id, "hostname": self.hostname, "port": self.port,
                 "version": "1.11.0", "resources": self.total.summary(),
                 "attributes": dict(self.config.attributes), "free_gpus": list(self.gpu_free),
-                "start_time": self.start_time, "frameworks": frameworks}
+                "start_time": self.start_time, "frameworks": frameworks,
+                "pending_status_updates": sum(len(st.pending) for st in self.updates.streams.values())}
 
 
 def _kill_grace(task_info: dict[str, Any]) -> float:

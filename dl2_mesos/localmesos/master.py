@@ -167,7 +167,7 @@ class Master:
         fw = self.frameworks.get(fid)
         if fw is None or fw.stream is None:
             return False
-        fw.stream.close()
+        fw.stream.abort()
         return True
 
     def remove_framework(self, fw: Framework) -> None:

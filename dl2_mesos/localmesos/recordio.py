@@ -68,6 +68,12 @@ class EventStream:
         self._queue.put_nowait(None)
         self._fire_close()
 
+    def abort(self) -> None:
+        """End the stream at once, dropping queued events (a broken connection, not a graceful end)."""
+        while not self._queue.empty():
+            self._queue.get_nowait()
+        self.close()
+
     def _fire_close(self) -> None:
         callbacks, self._close_callbacks = self._close_callbacks, []
         for cb in callbacks:

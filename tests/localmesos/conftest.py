@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
+import httpx
 import psutil
 import pytest
 from pymesos import MesosSchedulerDriver, Scheduler, encode_data
@@ -219,6 +220,24 @@ def make_driver(cluster):
         if not d.aborted:
             d.stop()
         d.join()
+
+
+def wait_all_acknowledged(cluster: LocalCluster, timeout: float = 10.0) -> None:
+    """Wait until no agent holds an unacknowledged status update.
+
+    Use before cutting connections or restarting the master: pymesos raises in its IO thread (and
+    interrupts the main thread) when an acknowledgement it is sending meets a closed stream (403),
+    as it would against a real Mesos master.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pending = [httpx.get(f"http://{e}/state", timeout=5).json()["pending_status_updates"]
+                   for e in cluster.agents.values()]
+        if not any(pending):
+            time.sleep(0.2)  # the ACKNOWLEDGE call's HTTP response may still be on its way
+            return
+        time.sleep(0.05)
+    raise TimeoutError("status updates still unacknowledged")
 
 
 def new_id(prefix: str = "t") -> str:

@@ -7,7 +7,7 @@ import time
 
 from pymesos import decode_data, encode_data
 
-from .conftest import RecordingScheduler, executor_task
+from .conftest import RecordingScheduler, executor_task, wait_all_acknowledged
 from .test_tasks import _alive
 
 
@@ -102,6 +102,7 @@ def test_cut_connection_scheduler_resubscribes_by_itself(cluster, make_driver, i
     sched.queue(executor_task(tid, {}))
     make_driver(sched)
     sched.wait_state(tid, "TASK_RUNNING")
+    wait_all_acknowledged(cluster)
     assert cluster.disconnect_framework(sched.framework_id)
     sched.wait_for(lambda n, p: n == "disconnected")
     sched.wait_for(lambda n, p: n == "reregistered")
@@ -157,6 +158,7 @@ def test_master_restart_frameworks_resubscribe_and_keep_tasks(cluster, make_driv
     sched.queue(executor_task(tid, {}))
     driver = make_driver(sched)
     sched.wait_state(tid, "TASK_RUNNING")
+    wait_all_acknowledged(cluster)
     old_id = cluster.state()["id"]
     cluster.restart_master()
     sched.wait_for(lambda n, p: n == "reregistered", timeout=20)
