@@ -32,3 +32,13 @@ def hdfs():
     cluster = HdfsCluster().start()
     yield cluster
     cluster.close()
+
+
+@pytest.fixture
+def local_cluster():
+    """A Mesos-compatible local master with 2 agents (4 CPUs, 4 GiB each) and quick Mesos timings."""
+    from dl2_mesos.testing.localcluster import LocalCluster
+
+    with LocalCluster(agents=2, cpus=4, mem="4GiB", allocation_interval=0.2, heartbeat_interval=2.0,
+                      executor_shutdown_grace_period=2.0, status_update_retry_interval=1.0) as cluster:
+        yield cluster
