@@ -1,1 +1,4 @@
-"""A Mesos-API-compatible local master and agents for tests and the single-machine mode (not a Mesos replacement)."""
+"""A Mesos-API-compatible local master and agents for tests and the single-machine mode.
+
+A development and test stand-in, not a Mesos replacement (see README "Local Mesos-compatible cluster").
+"""

@@ -49,8 +49,13 @@ class AgentConfig:
     mesos_local: bool = True  # set MESOS_LOCAL=1 for executors (see launcher.py)
 
     def resources(self) -> ResourceBag:
-        return ResourceBag.of(cpus=self.cpus, mem=self.mem, disk=self.disk, gpus=self.gpus,
-                              ports=[self.ports] if self.ports else [])
+        return ResourceBag.of(
+            cpus=self.cpus,
+            mem=self.mem,
+            disk=self.disk,
+            gpus=self.gpus,
+            ports=[self.ports] if self.ports else [],
+        )
 
 
 @dataclass
@@ -116,8 +121,12 @@ class Agent:
         self.frameworks: dict[str, AgentFramework] = {}
         self.removed = False
         self.start_time = now()
-        self.updates = StatusUpdateManager(self._forward_update, config.status_update_retry_min,
-                                           config.status_update_retry_max, self._task_done)
+        self.updates = StatusUpdateManager(
+            self._forward_update,
+            config.status_update_retry_min,
+            config.status_update_retry_max,
+            self._task_done,
+        )
         self._tasks: set[asyncio.Task] = set()
 
     @property
@@ -150,10 +159,17 @@ class Agent:
 
     def info_json(self) -> dict[str, Any]:
         """mesos.proto ``AgentInfo``."""
-        return {"hostname": self.hostname, "port": self.port, "id": {"value": self.agent_id or ""},
-                "resources": self.total.to_json(), "attributes": self.attributes_json()}
+        return {
+            "hostname": self.hostname,
+            "port": self.port,
+            "id": {"value": self.agent_id or ""},
+            "resources": self.total.to_json(),
+            "attributes": self.attributes_json(),
+        }
 
-    def snapshot(self) -> list[tuple[str, dict[str, Any], dict[str, tuple[dict[str, Any], ResourceBag]], list[Task]]]:
+    def snapshot(
+        self,
+    ) -> list[tuple[str, dict[str, Any], dict[str, tuple[dict[str, Any], ResourceBag]], list[Task]]]:
         """What a re-registering agent tells a new master: frameworks, executors and tasks."""
         out = []
         for fid, fw in self.frameworks.items():
@@ -167,9 +183,15 @@ class Agent:
                 if not ex.command_task:
                     executors[ex.executor_id] = (ex.info, ex.resources)
                 for t in ex.tasks():
-                    task = Task(task_id=t.task_id, framework_id=fid, agent_id=self.agent_id or "",
-                                executor_id="" if ex.command_task else ex.executor_id,
-                                name=t.info.get("name", ""), resources=t.resources, state=t.state)
+                    task = Task(
+                        task_id=t.task_id,
+                        framework_id=fid,
+                        agent_id=self.agent_id or "",
+                        executor_id="" if ex.command_task else ex.executor_id,
+                        name=t.info.get("name", ""),
+                        resources=t.resources,
+                        state=t.state,
+                    )
                     head = self.updates.head(fid, t.task_id)
                     if head is not None:
                         task.status_update_state, task.status_update_uuid = head["state"], head.get("uuid")
@@ -209,15 +231,27 @@ class Agent:
             command_task = False
         else:
             eid = tid
-            einfo = {"executor_id": {"value": tid}, "framework_id": {"value": fid}, "command": task.get("command"),
-                     "name": f"Command Executor (Task: {tid})", "source": tid}
+            einfo = {
+                "executor_id": {"value": tid},
+                "framework_id": {"value": fid},
+                "command": task.get("command"),
+                "name": f"Command Executor (Task: {tid})",
+                "source": tid,
+            }
             command_task = True
         ex = fw.executors.get(eid)
         if ex is None or ex.state == "TERMINATED":
             eres = ResourceBag.from_json(einfo.get("resources") or [])
             cid = str(uuid.uuid4())
-            ex = Executor(fid, eid, einfo, command_task, cid,
-                          sandbox_path(self.work_dir, self.agent_id or "agent", fid, eid, cid), eres)
+            ex = Executor(
+                fid,
+                eid,
+                einfo,
+                command_task,
+                cid,
+                sandbox_path(self.work_dir, self.agent_id or "agent", fid, eid, cid),
+                eres,
+            )
             ex.gpus = self._take_gpus(eres.scalar("gpus"))
             agent_task.gpus = self._take_gpus(agent_task.resources.scalar("gpus"))
             ex.queued[tid] = agent_task
@@ -232,13 +266,14 @@ class Agent:
             ex.stream and ex.stream.send({"type": "LAUNCH", "launch": {"task": task}})
         else:
             ex.launched[tid] = agent_task
-            self._agent_update(fid, ex, agent_task, "TASK_DROPPED", "REASON_EXECUTOR_TERMINATED",
-                               "Executor is terminating")
+            self._agent_update(
+                fid, ex, agent_task, "TASK_DROPPED", "REASON_EXECUTOR_TERMINATED", "Executor is terminating"
+            )
 
     def kill_task(self, fid: str, task_id: str) -> None:
         """KillTaskMessage."""
         fw = self.frameworks.get(fid)
-        for ex in (fw.executors.values() if fw else []):
+        for ex in fw.executors.values() if fw else []:
             task = ex.find(task_id)
             if task is None or is_terminal(task.state):
                 continue
@@ -246,8 +281,14 @@ class Agent:
             if task_id in ex.queued:  # not yet given to the executor: the agent answers itself
                 del ex.queued[task_id]
                 ex.launched[task_id] = task
-                self._agent_update(fid, ex, task, "TASK_KILLED", "REASON_TASK_KILLED_DURING_LAUNCH",
-                                   "Killed before delivery to the executor")
+                self._agent_update(
+                    fid,
+                    ex,
+                    task,
+                    "TASK_KILLED",
+                    "REASON_TASK_KILLED_DURING_LAUNCH",
+                    "Killed before delivery to the executor",
+                )
                 if not ex.tasks() or all(is_terminal(t.state) for t in ex.tasks()):
                     self.shutdown_executor(fid, ex.executor_id)
             elif ex.command_task:
@@ -265,7 +306,11 @@ class Agent:
         """FrameworkToExecutorMessage (at-most-once: dropped if the executor is not subscribed)."""
         fw = self.frameworks.get(fid)
         ex = fw.executors.get(executor_id) if fw else None
-        if ex is None or ex.stream is None or not ex.stream.send({"type": "MESSAGE", "message": {"data": data}}):
+        if (
+            ex is None
+            or ex.stream is None
+            or not ex.stream.send({"type": "MESSAGE", "message": {"data": data}})
+        ):
             logger.warning("message for executor %s of %s dropped (not subscribed)", executor_id, fid)
 
     def acknowledge(self, fid: str, task_id: str, uuid_b64: str) -> None:
@@ -298,9 +343,17 @@ class Agent:
         gpus = ex.gpus + first.gpus if self.config.gpus > 0 else None
         command = ex.info.get("command") or {}
         env = executor_environment(
-            agent_endpoint=self.endpoint, agent_id=self.agent_id or "", framework_id=ex.framework_id,
-            executor_id=ex.executor_id, directory=ex.directory, checkpoint=bool(fw.info.get("checkpoint")),
-            grace_period=grace, gpus=gpus, mesos_local=self.config.mesos_local, command=command)
+            agent_endpoint=self.endpoint,
+            agent_id=self.agent_id or "",
+            framework_id=ex.framework_id,
+            executor_id=ex.executor_id,
+            directory=ex.directory,
+            checkpoint=bool(fw.info.get("checkpoint")),
+            grace_period=grace,
+            gpus=gpus,
+            mesos_local=self.config.mesos_local,
+            command=command,
+        )
         try:
             ex.process = await ExecutorProcess.spawn(command, env, ex.directory)
         except OSError as exc:
@@ -313,11 +366,14 @@ class Agent:
             ex.state = "RUNNING"
             ex.launched.update(ex.queued)
             ex.queued.clear()
-            self._agent_update(ex.framework_id, ex, first, "TASK_RUNNING", None, None, source="SOURCE_EXECUTOR")
+            self._agent_update(
+                ex.framework_id, ex, first, "TASK_RUNNING", None, None, source="SOURCE_EXECUTOR"
+            )
         else:
             loop = asyncio.get_running_loop()
-            ex.timers.append(loop.call_later(self.config.executor_registration_timeout,
-                                             self._registration_timeout, ex))
+            ex.timers.append(
+                loop.call_later(self.config.executor_registration_timeout, self._registration_timeout, ex)
+            )
         status = await ex.process.wait()
         self._executor_gone(ex, status, None)
 
@@ -328,8 +384,11 @@ class Agent:
 
     def _registration_timeout(self, ex: Executor) -> None:
         if ex.state == "REGISTERING":
-            logger.warning("executor %s did not subscribe within %.0fs", ex.executor_id,
-                           self.config.executor_registration_timeout)
+            logger.warning(
+                "executor %s did not subscribe within %.0fs",
+                ex.executor_id,
+                self.config.executor_registration_timeout,
+            )
             self._shutdown(ex, "registration_timeout")
 
     def _shutdown(self, ex: Executor, reason: str) -> None:
@@ -382,8 +441,14 @@ class Agent:
                     state, reason, msg = "TASK_FINISHED", None, "Command exited with status 0"
                 else:
                     state, reason = "TASK_FAILED", "REASON_COMMAND_EXECUTOR_FAILED"
-                    msg = f"Command terminated with signal {sig}" if sig else f"Command exited with status {code}"
-                self._agent_update(fw.info["id"]["value"], ex, task, state, reason, msg, source="SOURCE_EXECUTOR")
+                    msg = (
+                        f"Command terminated with signal {sig}"
+                        if sig
+                        else f"Command exited with status {code}"
+                    )
+                self._agent_update(
+                    fw.info["id"]["value"], ex, task, state, reason, msg, source="SOURCE_EXECUTOR"
+                )
                 continue
             if task.kill_requested or ex.shutdown_reason == "shutdown":
                 state, reason = "TASK_KILLED", "REASON_EXECUTOR_TERMINATED"
@@ -391,14 +456,25 @@ class Agent:
                 state, reason = "TASK_FAILED", "REASON_EXECUTOR_REGISTRATION_TIMEOUT"
             else:
                 state, reason = "TASK_FAILED", "REASON_EXECUTOR_TERMINATED"
-            self._agent_update(ex.framework_id, ex, task, state, reason,
-                               message or f"Executor terminated (wait status {status})")
+            self._agent_update(
+                ex.framework_id,
+                ex,
+                task,
+                state,
+                reason,
+                message or f"Executor terminated (wait status {status})",
+            )
         if fw.removed:
             fw.executors.pop(ex.executor_id, None)
             fw.completed_executors.append(ex)
         if self.master is not None and self.master.running and self.agent_id:
-            self.master.executor_exited(self.agent_id, ex.framework_id, ex.executor_id,
-                                        status if status is not None else -1, ex.command_task)
+            self.master.executor_exited(
+                self.agent_id,
+                ex.framework_id,
+                ex.executor_id,
+                status if status is not None else -1,
+                ex.command_task,
+            )
         self._maybe_forget(ex)
 
     def _maybe_forget(self, ex: Executor) -> None:
@@ -417,10 +493,23 @@ class Agent:
                 self._maybe_forget(ex)
 
     # ---- status updates -----------------------------------------------------------------------
-    def _agent_update(self, fid: str, ex: Executor, task: AgentTask, state: str, reason: str | None,
-                      message: str | None, source: str = "SOURCE_AGENT") -> None:
-        status: dict[str, Any] = {"task_id": {"value": task.task_id}, "state": state, "source": source,
-                                  "uuid": new_uuid_b64(), "timestamp": now()}
+    def _agent_update(
+        self,
+        fid: str,
+        ex: Executor,
+        task: AgentTask,
+        state: str,
+        reason: str | None,
+        message: str | None,
+        source: str = "SOURCE_AGENT",
+    ) -> None:
+        status: dict[str, Any] = {
+            "task_id": {"value": task.task_id},
+            "state": state,
+            "source": source,
+            "uuid": new_uuid_b64(),
+            "timestamp": now(),
+        }
         if reason:
             status["reason"] = reason
         if message:
@@ -466,13 +555,25 @@ class Agent:
         ex.stream = stream
         ex.state = "RUNNING"
         fw = self.frameworks[ex.framework_id]
-        stream.send({"type": "SUBSCRIBED", "subscribed": {
-            "executor_info": ex.info, "framework_info": fw.info, "agent_info": self.info_json(),
-            "container_id": {"value": ex.container_id}}})
-        for upd in (call.subscribe.unacknowledged_updates if call.subscribe else []):
+        stream.send(
+            {
+                "type": "SUBSCRIBED",
+                "subscribed": {
+                    "executor_info": ex.info,
+                    "framework_info": fw.info,
+                    "agent_info": self.info_json(),
+                    "container_id": {"value": ex.container_id},
+                },
+            }
+        )
+        for upd in call.subscribe.unacknowledged_updates if call.subscribe else []:
             st = upd.get("status") if isinstance(upd, dict) else None
-            if isinstance(st, dict) and isinstance(st.get("task_id"), dict) and isinstance(st.get("uuid"), str) \
-                    and isinstance(st.get("state"), str):
+            if (
+                isinstance(st, dict)
+                and isinstance(st.get("task_id"), dict)
+                and isinstance(st.get("uuid"), str)
+                and isinstance(st.get("state"), str)
+            ):
                 self.status_update(ex.framework_id, ex, st)
         for tid, task in list(ex.queued.items()):
             del ex.queued[tid]
@@ -490,8 +591,12 @@ class Agent:
         accepted = self.status_update(ex.framework_id, ex, status)
         if ex.stream is not None:
             # Mesos acknowledges to the executor once the update manager has the update.
-            ex.stream.send({"type": "ACKNOWLEDGED", "acknowledged": {
-                "task_id": status["task_id"], "uuid": status["uuid"]}})
+            ex.stream.send(
+                {
+                    "type": "ACKNOWLEDGED",
+                    "acknowledged": {"task_id": status["task_id"], "uuid": status["uuid"]},
+                }
+            )
         if not accepted:
             logger.debug("executor %s sent an update that was not accepted", ex.executor_id)
 
@@ -531,8 +636,12 @@ class Agent:
                     ex.stream.close()
 
     def _live_processes(self) -> list[ExecutorProcess]:
-        return [ex.process for fw in self.frameworks.values() for ex in fw.executors.values()
-                if ex.process is not None and ex.process.running]
+        return [
+            ex.process
+            for fw in self.frameworks.values()
+            for ex in fw.executors.values()
+            if ex.process is not None and ex.process.running
+        ]
 
     def executor_pids(self) -> list[int]:
         """PIDs of running executor processes (tests use this to check clean-up)."""
@@ -542,17 +651,44 @@ class Agent:
         """A small subset of Mesos's agent ``/state``."""
         frameworks = []
         for fid, fw in self.frameworks.items():
-            frameworks.append({"id": fid, "name": fw.info.get("name"), "executors": [
-                {"id": ex.executor_id, "container": ex.container_id, "directory": str(ex.directory),
-                 "state": ex.state, "pid": ex.process.pid if ex.process else None, "gpus": list(ex.gpus),
-                 "tasks": [{"id": t.task_id, "state": t.state, "gpus": list(t.gpus),
-                            "resources": t.resources.summary()} for t in ex.tasks()]}
-                for ex in fw.executors.values()]})
-        return {"id": self.agent_id, "hostname": self.hostname, "port": self.port,
-                "version": "1.11.0", "resources": self.total.summary(),
-                "attributes": dict(self.config.attributes), "free_gpus": list(self.gpu_free),
-                "start_time": self.start_time, "frameworks": frameworks,
-                "pending_status_updates": sum(len(st.pending) for st in self.updates.streams.values())}
+            frameworks.append(
+                {
+                    "id": fid,
+                    "name": fw.info.get("name"),
+                    "executors": [
+                        {
+                            "id": ex.executor_id,
+                            "container": ex.container_id,
+                            "directory": str(ex.directory),
+                            "state": ex.state,
+                            "pid": ex.process.pid if ex.process else None,
+                            "gpus": list(ex.gpus),
+                            "tasks": [
+                                {
+                                    "id": t.task_id,
+                                    "state": t.state,
+                                    "gpus": list(t.gpus),
+                                    "resources": t.resources.summary(),
+                                }
+                                for t in ex.tasks()
+                            ],
+                        }
+                        for ex in fw.executors.values()
+                    ],
+                }
+            )
+        return {
+            "id": self.agent_id,
+            "hostname": self.hostname,
+            "port": self.port,
+            "version": "1.11.0",
+            "resources": self.total.summary(),
+            "attributes": dict(self.config.attributes),
+            "free_gpus": list(self.gpu_free),
+            "start_time": self.start_time,
+            "frameworks": frameworks,
+            "pending_status_updates": sum(len(st.pending) for st in self.updates.streams.values()),
+        }
 
 
 def _kill_grace(task_info: dict[str, Any]) -> float:

@@ -20,9 +20,23 @@ from .runtime import ClusterConfig, LocalMesos, agent_configs
 logger = logging.getLogger(__name__)
 
 
-def build_config(*, agents: int, cpus: float, gpus: int, mem: str, disk: str, host: str, port: int,
-                 zk: str | None, work_dir: str | None, heartbeat_interval: float, allocation_interval: float,
-                 port_base: int, attributes: tuple[str, ...] = (), **agent_options: float) -> ClusterConfig:
+def build_config(
+    *,
+    agents: int,
+    cpus: float,
+    gpus: int,
+    mem: str,
+    disk: str,
+    host: str,
+    port: int,
+    zk: str | None,
+    work_dir: str | None,
+    heartbeat_interval: float,
+    allocation_interval: float,
+    port_base: int,
+    attributes: tuple[str, ...] = (),
+    **agent_options: float,
+) -> ClusterConfig:
     """Turn CLI-style options into a ClusterConfig (also used by LocalCluster)."""
     extra: list[tuple[str, str]] = []
     for item in attributes:
@@ -30,10 +44,19 @@ def build_config(*, agents: int, cpus: float, gpus: int, mem: str, disk: str, ho
             raise click.BadParameter(f"attribute {item!r} is not NAME=VALUE")
         k, v = item.split("=", 1)
         extra.append((k, v))
-    configs = agent_configs(agents, cpus=cpus, gpus=gpus, mem=mem, disk=disk, port_base=port_base, **agent_options)
+    configs = agent_configs(
+        agents, cpus=cpus, gpus=gpus, mem=mem, disk=disk, port_base=port_base, **agent_options
+    )
     configs = tuple(replace(c, attributes=c.attributes + tuple(extra)) for c in configs)
-    return ClusterConfig(agents=configs, host=host, port=port, zk=zk, work_dir=work_dir,
-                         heartbeat_interval=heartbeat_interval, allocation_interval=allocation_interval)
+    return ClusterConfig(
+        agents=configs,
+        host=host,
+        port=port,
+        zk=zk,
+        work_dir=work_dir,
+        heartbeat_interval=heartbeat_interval,
+        allocation_interval=allocation_interval,
+    )
 
 
 async def run_until_signalled(config: ClusterConfig, ready_file: str | None, echo: bool = True) -> None:
@@ -46,7 +69,9 @@ async def run_until_signalled(config: ClusterConfig, ready_file: str | None, ech
     try:
         info = cluster.info()
         if echo:
-            click.echo(f"Mesos-compatible local master (test/dev stand-in, not Apache Mesos): {info['master_url']}")
+            click.echo(
+                f"Mesos-compatible local master (test/dev stand-in, not Apache Mesos): {info['master_url']}"
+            )
             if config.zk:
                 click.echo(f"  registered in ZooKeeper: {config.zk}")
             for aid, endpoint in info["agents"].items():
@@ -70,31 +95,74 @@ async def run_until_signalled(config: ClusterConfig, ready_file: str | None, ech
 @click.option("--mem", default="16GiB", show_default=True, help="Memory per agent (e.g. 16GiB, 4096MiB).")
 @click.option("--disk", default="64GiB", show_default=True, help="Disk per agent.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=5050, show_default=True, type=click.IntRange(0, 65535), help="Master port (0: any).")
+@click.option(
+    "--port", default=5050, show_default=True, type=click.IntRange(0, 65535), help="Master port (0: any)."
+)
 @click.option("--zk", default=None, help="Register the master in ZooKeeper, e.g. zk://127.0.0.1:2181/mesos.")
 @click.option("--work-dir", default=None, help="Folder for executor sandboxes (default: a temporary folder).")
-@click.option("--port-base", default=31000, show_default=True, type=int, help="First port of agent 0's port range.")
-@click.option("--attribute", "attributes", multiple=True, help="NAME=VALUE attribute for every agent (repeatable).")
-@click.option("--heartbeat-interval", default=15.0, show_default=True, type=float, help="Scheduler HEARTBEAT seconds.")
-@click.option("--allocation-interval", default=1.0, show_default=True, type=float, help="Offer cycle seconds.")
+@click.option(
+    "--port-base", default=31000, show_default=True, type=int, help="First port of agent 0's port range."
+)
+@click.option(
+    "--attribute", "attributes", multiple=True, help="NAME=VALUE attribute for every agent (repeatable)."
+)
+@click.option(
+    "--heartbeat-interval", default=15.0, show_default=True, type=float, help="Scheduler HEARTBEAT seconds."
+)
+@click.option(
+    "--allocation-interval", default=1.0, show_default=True, type=float, help="Offer cycle seconds."
+)
 @click.option("--executor-shutdown-grace-period", default=5.0, show_default=True, type=float)
 @click.option("--executor-registration-timeout", default=60.0, show_default=True, type=float)
-@click.option("--status-update-retry-interval", default=10.0, show_default=True, type=float,
-              help="First re-send interval for unacknowledged status updates.")
-@click.option("--ready-file", default=None, hidden=True, help="Write the cluster's URLs here as JSON once started.")
-def local_cluster(agents: int, cpus: float, gpus: int, mem: str, disk: str, host: str, port: int, zk: str | None,
-                  work_dir: str | None, port_base: int, attributes: tuple[str, ...], heartbeat_interval: float,
-                  allocation_interval: float, executor_shutdown_grace_period: float,
-                  executor_registration_timeout: float, status_update_retry_interval: float,
-                  ready_file: str | None) -> None:
+@click.option(
+    "--status-update-retry-interval",
+    default=10.0,
+    show_default=True,
+    type=float,
+    help="First re-send interval for unacknowledged status updates.",
+)
+@click.option(
+    "--ready-file", default=None, hidden=True, help="Write the cluster's URLs here as JSON once started."
+)
+def local_cluster(
+    agents: int,
+    cpus: float,
+    gpus: int,
+    mem: str,
+    disk: str,
+    host: str,
+    port: int,
+    zk: str | None,
+    work_dir: str | None,
+    port_base: int,
+    attributes: tuple[str, ...],
+    heartbeat_interval: float,
+    allocation_interval: float,
+    executor_shutdown_grace_period: float,
+    executor_registration_timeout: float,
+    status_update_retry_interval: float,
+    ready_file: str | None,
+) -> None:
     """Run a Mesos-compatible local master with AGENTS agents (v1 HTTP API; a test/dev stand-in)."""
     try:
-        config = build_config(agents=agents, cpus=cpus, gpus=gpus, mem=mem, disk=disk, host=host, port=port, zk=zk,
-                              work_dir=work_dir, heartbeat_interval=heartbeat_interval,
-                              allocation_interval=allocation_interval, port_base=port_base, attributes=attributes,
-                              executor_shutdown_grace_period=executor_shutdown_grace_period,
-                              executor_registration_timeout=executor_registration_timeout,
-                              status_update_retry_min=status_update_retry_interval)
+        config = build_config(
+            agents=agents,
+            cpus=cpus,
+            gpus=gpus,
+            mem=mem,
+            disk=disk,
+            host=host,
+            port=port,
+            zk=zk,
+            work_dir=work_dir,
+            heartbeat_interval=heartbeat_interval,
+            allocation_interval=allocation_interval,
+            port_base=port_base,
+            attributes=attributes,
+            executor_shutdown_grace_period=executor_shutdown_grace_period,
+            executor_registration_timeout=executor_registration_timeout,
+            status_update_retry_min=status_update_retry_interval,
+        )
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
     try:
@@ -104,6 +172,8 @@ def local_cluster(agents: int, cpus: float, gpus: int, mem: str, disk: str, host
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=os.environ.get("DL2_LOG_LEVEL", "WARNING"),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=os.environ.get("DL2_LOG_LEVEL", "WARNING"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     local_cluster()

@@ -33,8 +33,12 @@ logger = logging.getLogger(__name__)
 
 
 def master_app(runtime: LocalMesos) -> FastAPI:
-    app = FastAPI(title="dl2 local Mesos-compatible master (test stand-in)", docs_url=None, redoc_url=None,
-                  openapi_url=None)
+    app = FastAPI(
+        title="dl2 local Mesos-compatible master (test stand-in)",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
     get_master: Callable[[], Master | None] = lambda: runtime.master  # noqa: E731
     app.add_route("/api/v1/scheduler", make_scheduler_endpoint(get_master), methods=["POST"])
 
@@ -96,8 +100,12 @@ def master_app(runtime: LocalMesos) -> FastAPI:
 
 
 def agent_app(agent: Agent) -> FastAPI:
-    app = FastAPI(title=f"dl2 local Mesos-compatible agent {agent.index}", docs_url=None, redoc_url=None,
-                  openapi_url=None)
+    app = FastAPI(
+        title=f"dl2 local Mesos-compatible agent {agent.index}",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
     app.add_route("/api/v1/executor", make_executor_endpoint(agent), methods=["POST"])
 
     async def state(request: Request) -> Response:
@@ -142,8 +150,14 @@ class HttpServer:
         self.port: int = self.sock.getsockname()[1]
         # Mesos keeps HTTP connections open; pymesos reuses one connection for all its calls and
         # fails a call if the server silently dropped it, so idle connections are kept for long.
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                                timeout_keep_alive=24 * 3600, timeout_graceful_shutdown=1)
+        config = uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_keep_alive=24 * 3600,
+            timeout_graceful_shutdown=1,
+        )
         self.server = _Server(config)
         self._task: asyncio.Task | None = None
 

@@ -23,8 +23,11 @@ async def read_json_call(request: Request) -> Any:
         raise CallError(400, "Expecting 'Content-Type' to be present")
     media = ctype.split(";")[0].strip().lower()
     if media == "application/x-protobuf":
-        raise CallError(415, "Content-Type application/x-protobuf is not supported by this local Mesos "
-                             "stand-in; use application/json")
+        raise CallError(
+            415,
+            "Content-Type application/x-protobuf is not supported by this local Mesos "
+            "stand-in; use application/json",
+        )
     if media != "application/json":
         raise CallError(415, "Expecting 'Content-Type' of application/json or application/x-protobuf")
     body = await request.body()

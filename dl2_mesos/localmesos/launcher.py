@@ -37,10 +37,21 @@ def format_duration(seconds: float) -> str:
     return f"{seconds:g}secs"
 
 
-def sandbox_path(work_dir: Path, agent_id: str, framework_id: str, executor_id: str, container_id: str) -> Path:
+def sandbox_path(
+    work_dir: Path, agent_id: str, framework_id: str, executor_id: str, container_id: str
+) -> Path:
     """``<work_dir>/slaves/<agent>/frameworks/<fw>/executors/<ex>/runs/<container>`` as in Mesos."""
-    return (work_dir / "slaves" / agent_id / "frameworks" / framework_id / "executors"
-            / _safe(executor_id) / "runs" / container_id)
+    return (
+        work_dir
+        / "slaves"
+        / agent_id
+        / "frameworks"
+        / framework_id
+        / "executors"
+        / _safe(executor_id)
+        / "runs"
+        / container_id
+    )
 
 
 def _safe(name: str) -> str:
@@ -48,28 +59,39 @@ def _safe(name: str) -> str:
 
 
 def executor_environment(
-    *, agent_endpoint: str, agent_id: str, framework_id: str, executor_id: str, directory: Path,
-    checkpoint: bool, grace_period: float, gpus: Sequence[int] | None, mesos_local: bool,
-    command: Mapping[str, Any] | None, base: Mapping[str, str] | None = None,
+    *,
+    agent_endpoint: str,
+    agent_id: str,
+    framework_id: str,
+    executor_id: str,
+    directory: Path,
+    checkpoint: bool,
+    grace_period: float,
+    gpus: Sequence[int] | None,
+    mesos_local: bool,
+    command: Mapping[str, Any] | None,
+    base: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The environment of an executor process (agent's own environment, then Mesos's variables)."""
     env = dict(os.environ if base is None else base)
     for var in ((command or {}).get("environment") or {}).get("variables") or []:
         if var.get("type") in (None, "UNKNOWN", "VALUE") and isinstance(var.get("name"), str):
             env[var["name"]] = str(var.get("value") or "")
-    env.update({
-        "MESOS_AGENT_ENDPOINT": agent_endpoint,
-        "MESOS_SLAVE_PID": f"slave(1)@{agent_endpoint}",
-        "MESOS_FRAMEWORK_ID": framework_id,
-        "MESOS_EXECUTOR_ID": executor_id,
-        "MESOS_DIRECTORY": str(directory),
-        "MESOS_SANDBOX": str(directory),
-        "MESOS_SLAVE_ID": agent_id,
-        "MESOS_AGENT_ID": agent_id,
-        "MESOS_CHECKPOINT": "1" if checkpoint else "0",
-        "MESOS_HTTP_COMMAND_EXECUTOR": "0",
-        "MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD": format_duration(grace_period),
-    })
+    env.update(
+        {
+            "MESOS_AGENT_ENDPOINT": agent_endpoint,
+            "MESOS_SLAVE_PID": f"slave(1)@{agent_endpoint}",
+            "MESOS_FRAMEWORK_ID": framework_id,
+            "MESOS_EXECUTOR_ID": executor_id,
+            "MESOS_DIRECTORY": str(directory),
+            "MESOS_SANDBOX": str(directory),
+            "MESOS_SLAVE_ID": agent_id,
+            "MESOS_AGENT_ID": agent_id,
+            "MESOS_CHECKPOINT": "1" if checkpoint else "0",
+            "MESOS_HTTP_COMMAND_EXECUTOR": "0",
+            "MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD": format_duration(grace_period),
+        }
+    )
     if checkpoint:
         env["MESOS_RECOVERY_TIMEOUT"] = "15mins"
         env["MESOS_SUBSCRIPTION_BACKOFF_MAX"] = "2secs"
@@ -102,13 +124,21 @@ class ExecutorProcess:
         self.returncode: int | None = None
 
     @classmethod
-    async def spawn(cls, command: Mapping[str, Any], env: Mapping[str, str], directory: Path) -> ExecutorProcess:
+    async def spawn(
+        cls, command: Mapping[str, Any], env: Mapping[str, str], directory: Path
+    ) -> ExecutorProcess:
         directory.mkdir(parents=True, exist_ok=True)
         executable, argv = command_argv(command)
         with open(directory / "stdout", "ab") as out, open(directory / "stderr", "ab") as err:
             proc = await asyncio.create_subprocess_exec(
-                *argv, executable=executable, env=dict(env), cwd=str(directory),
-                stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
+                *argv,
+                executable=executable,
+                env=dict(env),
+                cwd=str(directory),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
             )
         logger.info("started %s (pid %d) in %s", argv, proc.pid, directory)
         return cls(proc, directory)

@@ -88,8 +88,12 @@ class Master:
         """mesos.proto ``MasterInfo`` (also what is written to ZooKeeper as ``json.info_*``)."""
         c = self.config
         return {
-            "id": self.id, "ip": _ip_as_uint32(c.host), "port": c.port, "pid": f"master@{c.host}:{c.port}",
-            "hostname": c.hostname, "version": MESOS_API_VERSION,
+            "id": self.id,
+            "ip": _ip_as_uint32(c.host),
+            "port": c.port,
+            "pid": f"master@{c.host}:{c.port}",
+            "hostname": c.hostname,
+            "version": MESOS_API_VERSION,
             "address": {"hostname": c.hostname, "ip": c.host, "port": c.port},
             "capabilities": [{"type": "AGENT_UPDATE"}],
         }
@@ -134,11 +138,16 @@ class Master:
         fw.unregistered_time = None
         fw.stream = stream
         stream.on_close(lambda s, fid=fid: self._stream_closed(fid, s))
-        stream.send({"type": "SUBSCRIBED", "subscribed": {
-            "framework_id": {"value": fid},
-            "heartbeat_interval_seconds": self.config.heartbeat_interval,
-            "master_info": self.master_info(),
-        }})
+        stream.send(
+            {
+                "type": "SUBSCRIBED",
+                "subscribed": {
+                    "framework_id": {"value": fid},
+                    "heartbeat_interval_seconds": self.config.heartbeat_interval,
+                    "master_info": self.master_info(),
+                },
+            }
+        )
         self.allocator.trigger()
         return stream
 
@@ -231,8 +240,12 @@ class Master:
             ack = call.acknowledge
             self.acknowledge(fw, ack.agent_id.value, ack.task_id.value, ack.uuid)  # type: ignore[union-attr]
         elif t == "RECONCILE":
-            self.reconcile(fw, [(r.task_id.value, r.agent_id.value if r.agent_id else None)
-                                for r in call.reconcile.tasks] if call.reconcile else [])
+            self.reconcile(
+                fw,
+                [(r.task_id.value, r.agent_id.value if r.agent_id else None) for r in call.reconcile.tasks]
+                if call.reconcile
+                else [],
+            )
         elif t == "MESSAGE":
             m = call.message
             rec = self.agents.get(m.agent_id.value)  # type: ignore[union-attr]
@@ -250,9 +263,14 @@ class Master:
         assert acc is not None
         for op in acc.operations:
             if op.type != "LAUNCH":
-                raise CallError(400, f"Offer operation {op.type} is not supported by the local Mesos stand-in")
-        raw_tasks = [t for op in raw["accept"].get("operations") or []
-                     for t in ((op.get("launch") or {}).get("task_infos") or [])]
+                raise CallError(
+                    400, f"Offer operation {op.type} is not supported by the local Mesos stand-in"
+                )
+        raw_tasks = [
+            t
+            for op in raw["accept"].get("operations") or []
+            for t in ((op.get("launch") or {}).get("task_infos") or [])
+        ]
         # validation::offer::validate: offers must exist, belong to the framework, be on one agent.
         error = None
         offers = []
@@ -287,8 +305,9 @@ class Master:
         for offer in offers:
             remaining = remaining + offer.resources
         new_executors: set[str] = set()
-        for model, raw in zip([t for op in acc.operations for t in (op.launch.task_infos if op.launch else [])],
-                              raw_tasks):
+        for model, raw in zip(
+            [t for op in acc.operations for t in (op.launch.task_infos if op.launch else [])], raw_tasks
+        ):
             err, consumed, eid = self._validate_task(fw, model, raw, agent_id, remaining, new_executors)
             if err is not None:
                 self._master_update(fw, raw, "TASK_ERROR", "REASON_TASK_INVALID", err)
@@ -299,11 +318,19 @@ class Master:
                 ex_raw = dict(raw["executor"])
                 ex_raw["framework_id"] = {"value": fw.id}
                 fw.executors.setdefault(agent_id, {})[eid] = (
-                    ex_raw, ResourceBag.from_json(ex_raw.get("resources") or []))
+                    ex_raw,
+                    ResourceBag.from_json(ex_raw.get("resources") or []),
+                )
                 new_executors.add(eid)
-            task = Task(task_id=model.task_id.value, framework_id=fw.id, agent_id=agent_id,
-                        executor_id=eid if model.executor is not None else "", name=model.name,
-                        resources=task_res, role=fw.role)
+            task = Task(
+                task_id=model.task_id.value,
+                framework_id=fw.id,
+                agent_id=agent_id,
+                executor_id=eid if model.executor is not None else "",
+                name=model.name,
+                resources=task_res,
+                role=fw.role,
+            )
             task.statuses.append({"state": "TASK_STAGING", "timestamp": now()})
             fw.tasks[task.task_id] = task
             rec.agent.run_task(fw.info, raw)
@@ -311,19 +338,36 @@ class Master:
         self.allocator.add_filter(fw, agent_id, remaining, refuse)
         self.allocator.trigger()
 
-    def _validate_task(self, fw: Framework, model: TaskInfo, raw: dict[str, Any], agent_id: str,
-                       available: ResourceBag, new_executors: set[str]) -> tuple[str | None, ResourceBag, str]:
-        """validation::task::validate (the subset that matters here); returns (error, consumed, executor id)."""
+    def _validate_task(
+        self,
+        fw: Framework,
+        model: TaskInfo,
+        raw: dict[str, Any],
+        agent_id: str,
+        available: ResourceBag,
+        new_executors: set[str],
+    ) -> tuple[str | None, ResourceBag, str]:
+        """validation::task::validate (the subset used here); returns (error, consumed, executor id)."""
         tid = model.task_id.value
         eid = model.executor.executor_id.value if model.executor else tid
-        if not tid or tid in (".", "..") or "/" in tid or any(c.isspace() or ord(c) < 32 for c in tid) or len(tid) > 255:
+        if (
+            not tid
+            or tid in (".", "..")
+            or "/" in tid
+            or any(c.isspace() or ord(c) < 32 for c in tid)
+            or len(tid) > 255
+        ):
             return f"TaskID '{tid}' contains invalid characters", ResourceBag(), eid
         if tid in fw.tasks:
             return f"Task has duplicate ID: {tid}", ResourceBag(), eid
         if model.agent_id.value != agent_id:
             return f"Task uses invalid agent: {model.agent_id.value}", ResourceBag(), eid
         if (model.executor is None) == (model.command is None):
-            return "Task should have at least one (but not both) of CommandInfo or ExecutorInfo present", ResourceBag(), eid
+            return (
+                "Task should have at least one (but not both) of CommandInfo or ExecutorInfo present",
+                ResourceBag(),
+                eid,
+            )
         command = model.command if model.executor is None else model.executor.command
         if command is None or not command.value:
             return "CommandInfo must have a 'value' (the command or executable to run)", ResourceBag(), eid
@@ -337,9 +381,14 @@ class Master:
                     return "ExecutorInfo has an invalid FrameworkID", ResourceBag(), eid
                 existing = fw.executors.get(agent_id, {}).get(eid)
                 if existing is not None:
-                    if (existing[0].get("command") != raw["executor"].get("command")
-                            or existing[1] != ResourceBag.from_json(raw["executor"].get("resources") or [])):
-                        return f"ExecutorInfo is not compatible with existing ExecutorInfo of executor {eid}", ResourceBag(), eid
+                    if existing[0].get("command") != raw["executor"].get("command") or existing[
+                        1
+                    ] != ResourceBag.from_json(raw["executor"].get("resources") or []):
+                        return (
+                            f"ExecutorInfo is not compatible with existing ExecutorInfo of executor {eid}",
+                            ResourceBag(),
+                            eid,
+                        )
                 else:
                     consumed = consumed + ResourceBag.from_json(raw["executor"].get("resources") or [])
         except ResourceError as exc:
@@ -348,11 +397,17 @@ class Master:
             return f"Task uses more resources {consumed} than available {available}", ResourceBag(), eid
         return None, consumed, eid
 
-    def _master_update(self, fw: Framework, raw_task: dict[str, Any], state: str, reason: str, message: str) -> None:
+    def _master_update(
+        self, fw: Framework, raw_task: dict[str, Any], state: str, reason: str, message: str
+    ) -> None:
         """A master-generated status update (no uuid, so schedulers do not acknowledge it)."""
         status = {
-            "task_id": raw_task.get("task_id") or {"value": ""}, "state": state, "reason": reason,
-            "source": "SOURCE_MASTER", "message": message, "timestamp": now(),
+            "task_id": raw_task.get("task_id") or {"value": ""},
+            "state": state,
+            "reason": reason,
+            "source": "SOURCE_MASTER",
+            "message": message,
+            "timestamp": now(),
         }
         if isinstance(raw_task.get("agent_id"), dict):
             status["agent_id"] = raw_task["agent_id"]
@@ -381,7 +436,7 @@ class Master:
         rec.agent.acknowledge(fw.id, task_id, uuid_b64)
 
     def reconcile(self, fw: Framework, tasks: list[tuple[str, str | None]]) -> None:
-        """"Reconciliation" document: explicit (listed tasks) or implicit (empty list) reconciliation."""
+        """ "Reconciliation" document: explicit (listed tasks) or implicit (empty list) reconciliation."""
         pa = fw.partition_aware
         statuses = []
         if not tasks:
@@ -394,7 +449,9 @@ class Master:
             elif aid is not None and aid in self.agents:
                 statuses.append(self._reconcile_status(tid, aid, "TASK_GONE" if pa else "TASK_LOST"))
             elif aid is not None and aid in self.removed_agent_ids:
-                statuses.append(self._reconcile_status(tid, aid, "TASK_GONE_BY_OPERATOR" if pa else "TASK_LOST"))
+                statuses.append(
+                    self._reconcile_status(tid, aid, "TASK_GONE_BY_OPERATOR" if pa else "TASK_LOST")
+                )
             else:
                 statuses.append(self._reconcile_status(tid, aid, "TASK_UNKNOWN" if pa else "TASK_LOST"))
         for status in statuses:
@@ -402,9 +459,14 @@ class Master:
 
     @staticmethod
     def _reconcile_status(tid: str, aid: str | None, state: str, task: Task | None = None) -> dict[str, Any]:
-        status: dict[str, Any] = {"task_id": {"value": tid}, "state": state, "source": "SOURCE_MASTER",
-                                  "reason": "REASON_RECONCILIATION", "message": "Reconciliation",
-                                  "timestamp": now()}
+        status: dict[str, Any] = {
+            "task_id": {"value": tid},
+            "state": state,
+            "source": "SOURCE_MASTER",
+            "reason": "REASON_RECONCILIATION",
+            "message": "Reconciliation",
+            "timestamp": now(),
+        }
         if aid is not None:
             status["agent_id"] = {"value": aid}
         if task is not None and task.executor_id:
@@ -459,17 +521,31 @@ class Master:
                 if not is_terminal(task.state):
                     task.state = state
                     task.statuses.append({"state": state, "timestamp": now()})
-                    fw.send({"type": "UPDATE", "update": {"status": {
-                        "task_id": {"value": task.task_id}, "agent_id": {"value": agent_id}, "state": state,
-                        "reason": reason, "source": "SOURCE_MASTER", "timestamp": now(),
-                        "message": "Agent " + ("unreachable" if unreachable else "removed")}}})
+                    fw.send(
+                        {
+                            "type": "UPDATE",
+                            "update": {
+                                "status": {
+                                    "task_id": {"value": task.task_id},
+                                    "agent_id": {"value": agent_id},
+                                    "state": state,
+                                    "reason": reason,
+                                    "source": "SOURCE_MASTER",
+                                    "timestamp": now(),
+                                    "message": "Agent " + ("unreachable" if unreachable else "removed"),
+                                }
+                            },
+                        }
+                    )
                 fw.tasks.pop(task.task_id, None)
                 fw.completed_tasks.append(task)
             fw.send({"type": "FAILURE", "failure": {"agent_id": {"value": agent_id}}})
         logger.info("agent %s removed (unreachable=%s)", agent_id, unreachable)
         self.allocator.trigger()
 
-    def status_update(self, agent_id: str, framework_id: str, status: dict[str, Any], latest_state: str) -> None:
+    def status_update(
+        self, agent_id: str, framework_id: str, status: dict[str, Any], latest_state: str
+    ) -> None:
         """StatusUpdateMessage from an agent's status update manager: record and forward."""
         fw = self.frameworks.get(framework_id)
         if fw is None:
@@ -489,17 +565,37 @@ class Master:
 
     def executor_message(self, agent_id: str, framework_id: str, executor_id: str, data: str) -> None:
         fw = self.frameworks.get(framework_id)
-        if fw is None or not fw.send({"type": "MESSAGE", "message": {
-                "agent_id": {"value": agent_id}, "executor_id": {"value": executor_id}, "data": data}}):
-            logger.info("executor message from %s dropped (framework %s not connected)", executor_id, framework_id)
+        if fw is None or not fw.send(
+            {
+                "type": "MESSAGE",
+                "message": {
+                    "agent_id": {"value": agent_id},
+                    "executor_id": {"value": executor_id},
+                    "data": data,
+                },
+            }
+        ):
+            logger.info(
+                "executor message from %s dropped (framework %s not connected)", executor_id, framework_id
+            )
 
-    def executor_exited(self, agent_id: str, framework_id: str, executor_id: str, status: int, command: bool) -> None:
+    def executor_exited(
+        self, agent_id: str, framework_id: str, executor_id: str, status: int, command: bool
+    ) -> None:
         """ExitedExecutorMessage: recover the executor's resources; FAILURE for custom executors."""
         fw = self.frameworks.get(framework_id)
         if fw is None:
             return
         fw.executors.get(agent_id, {}).pop(executor_id, None)
         if not command:
-            fw.send({"type": "FAILURE", "failure": {"agent_id": {"value": agent_id},
-                                                    "executor_id": {"value": executor_id}, "status": status}})
+            fw.send(
+                {
+                    "type": "FAILURE",
+                    "failure": {
+                        "agent_id": {"value": agent_id},
+                        "executor_id": {"value": executor_id},
+                        "status": status,
+                    },
+                }
+            )
         self.allocator.trigger()

@@ -141,8 +141,11 @@ class Allocator:
             "framework_id": {"value": offer.framework_id},
             "agent_id": {"value": offer.agent_id},
             "hostname": agent.hostname,
-            "url": {"scheme": "http", "address": {"hostname": agent.hostname, "ip": agent.agent.host,
-                                                   "port": agent.agent.port}, "path": "/slave(1)"},
+            "url": {
+                "scheme": "http",
+                "address": {"hostname": agent.hostname, "ip": agent.agent.host, "port": agent.agent.port},
+                "path": "/slave(1)",
+            },
             "resources": offer.resources.to_json(allocation_role=fw.role),
             "attributes": agent.agent.attributes_json(),
             "executor_ids": executor_ids,

@@ -21,20 +21,53 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 # --- mesos.proto TaskState; "terminal" per the Mesos docs (task-state-reasons / reconciliation) ---
 TASK_STATES = (
-    "TASK_STAGING", "TASK_STARTING", "TASK_RUNNING", "TASK_KILLING", "TASK_FINISHED",
-    "TASK_FAILED", "TASK_KILLED", "TASK_ERROR", "TASK_LOST", "TASK_DROPPED",
-    "TASK_UNREACHABLE", "TASK_GONE", "TASK_GONE_BY_OPERATOR", "TASK_UNKNOWN",
+    "TASK_STAGING",
+    "TASK_STARTING",
+    "TASK_RUNNING",
+    "TASK_KILLING",
+    "TASK_FINISHED",
+    "TASK_FAILED",
+    "TASK_KILLED",
+    "TASK_ERROR",
+    "TASK_LOST",
+    "TASK_DROPPED",
+    "TASK_UNREACHABLE",
+    "TASK_GONE",
+    "TASK_GONE_BY_OPERATOR",
+    "TASK_UNKNOWN",
 )
-TERMINAL_STATES = frozenset({
-    "TASK_FINISHED", "TASK_FAILED", "TASK_KILLED", "TASK_ERROR", "TASK_LOST",
-    "TASK_DROPPED", "TASK_GONE", "TASK_GONE_BY_OPERATOR",
-})
+TERMINAL_STATES = frozenset(
+    {
+        "TASK_FINISHED",
+        "TASK_FAILED",
+        "TASK_KILLED",
+        "TASK_ERROR",
+        "TASK_LOST",
+        "TASK_DROPPED",
+        "TASK_GONE",
+        "TASK_GONE_BY_OPERATOR",
+    }
+)
 
 # scheduler.proto Call.Type and executor.proto Call.Type
 SCHEDULER_CALL_TYPES = (
-    "SUBSCRIBE", "TEARDOWN", "ACCEPT", "DECLINE", "ACCEPT_INVERSE_OFFERS", "DECLINE_INVERSE_OFFERS",
-    "REVIVE", "KILL", "SHUTDOWN", "ACKNOWLEDGE", "ACKNOWLEDGE_OPERATION_STATUS", "RECONCILE",
-    "RECONCILE_OPERATIONS", "MESSAGE", "REQUEST", "SUPPRESS", "UPDATE_FRAMEWORK",
+    "SUBSCRIBE",
+    "TEARDOWN",
+    "ACCEPT",
+    "DECLINE",
+    "ACCEPT_INVERSE_OFFERS",
+    "DECLINE_INVERSE_OFFERS",
+    "REVIVE",
+    "KILL",
+    "SHUTDOWN",
+    "ACKNOWLEDGE",
+    "ACKNOWLEDGE_OPERATION_STATUS",
+    "RECONCILE",
+    "RECONCILE_OPERATIONS",
+    "MESSAGE",
+    "REQUEST",
+    "SUPPRESS",
+    "UPDATE_FRAMEWORK",
 )
 EXECUTOR_CALL_TYPES = ("SUBSCRIBE", "UPDATE", "MESSAGE")
 
@@ -196,8 +229,19 @@ class LaunchOp(Msg):
 class Operation(Msg):
     """mesos.proto ``Offer.Operation``: only LAUNCH is carried out by this stand-in."""
 
-    type: Literal["UNKNOWN", "LAUNCH", "LAUNCH_GROUP", "RESERVE", "UNRESERVE", "CREATE", "DESTROY",
-                  "GROW_VOLUME", "SHRINK_VOLUME", "CREATE_DISK", "DESTROY_DISK"]
+    type: Literal[
+        "UNKNOWN",
+        "LAUNCH",
+        "LAUNCH_GROUP",
+        "RESERVE",
+        "UNRESERVE",
+        "CREATE",
+        "DESTROY",
+        "GROW_VOLUME",
+        "SHRINK_VOLUME",
+        "CREATE_DISK",
+        "DESTROY_DISK",
+    ]
     launch: LaunchOp | None = None
 
 

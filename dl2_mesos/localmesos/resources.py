@@ -66,9 +66,14 @@ class ResourceBag:
 
     # ---- construction -------------------------------------------------------------------
     @classmethod
-    def of(cls, cpus: float = 0, mem: float = 0, disk: float = 0, gpus: float = 0,
-           ports: Iterable[Interval] = ()) -> ResourceBag:
-        scalars = {k: _round(float(v)) for k, v in (("cpus", cpus), ("mem", mem), ("disk", disk), ("gpus", gpus)) if v}
+    def of(
+        cls, cpus: float = 0, mem: float = 0, disk: float = 0, gpus: float = 0, ports: Iterable[Interval] = ()
+    ) -> ResourceBag:
+        scalars = {
+            k: _round(float(v))
+            for k, v in (("cpus", cpus), ("mem", mem), ("disk", disk), ("gpus", gpus))
+            if v
+        }
         pr = _merge(ports)
         return cls(scalars, {"ports": pr} if pr else {}, {})
 
@@ -84,11 +89,20 @@ class ResourceBag:
                 raise ResourceError("Resource has no name")
             role = r.get("role", "*")
             if role not in (None, "*") or r.get("reservations") or r.get("reservation") or r.get("disk"):
-                raise ResourceError(f"Resource '{name}': reservations and volumes are not supported by the local stand-in")
+                raise ResourceError(
+                    f"Resource '{name}': reservations and volumes are not supported by the local stand-in"
+                )
             if rtype == "SCALAR":
                 value = (r.get("scalar") or {}).get("value")
-                if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
-                    raise ResourceError(f"Invalid scalar resource '{name}': value must be a non-negative number")
+                if (
+                    not isinstance(value, (int, float))
+                    or isinstance(value, bool)
+                    or not math.isfinite(value)
+                    or value < 0
+                ):
+                    raise ResourceError(
+                        f"Invalid scalar resource '{name}': value must be a non-negative number"
+                    )
                 scalars[name] = _round(scalars.get(name, 0.0) + float(value))
             elif rtype == "RANGES":
                 for rng in (r.get("ranges") or {}).get("range", []) or []:
@@ -103,9 +117,11 @@ class ResourceBag:
                 raise ResourceError(f"Resource '{name}' has unsupported type {rtype!r}")
         if "gpus" in scalars and scalars["gpus"] != int(scalars["gpus"]):
             raise ResourceError("The 'gpus' resource must be an unsigned integer")
-        return cls({k: v for k, v in scalars.items() if v > 0},
-                   {k: _merge(v) for k, v in ranges.items() if v},
-                   {k: frozenset(v) for k, v in sets.items() if v})
+        return cls(
+            {k: v for k, v in scalars.items() if v > 0},
+            {k: _merge(v) for k, v in ranges.items() if v},
+            {k: frozenset(v) for k, v in sets.items() if v},
+        )
 
     def to_json(self, allocation_role: str | None = None) -> list[dict[str, Any]]:
         """Resource JSON as the master sends it in offers and state (role ``*``)."""
@@ -113,8 +129,13 @@ class ResourceBag:
         for name in sorted(self.scalars):
             out.append({"name": name, "type": "SCALAR", "scalar": {"value": self.scalars[name]}})
         for name in sorted(self.ranges):
-            out.append({"name": name, "type": "RANGES",
-                        "ranges": {"range": [{"begin": b, "end": e} for b, e in self.ranges[name]]}})
+            out.append(
+                {
+                    "name": name,
+                    "type": "RANGES",
+                    "ranges": {"range": [{"begin": b, "end": e} for b, e in self.ranges[name]]},
+                }
+            )
         for name in sorted(self.sets):
             out.append({"name": name, "type": "SET", "set": {"item": sorted(self.sets[name])}})
         for r in out:
@@ -140,8 +161,11 @@ class ResourceBag:
         scalars = {k: _round(v - other.scalars.get(k, 0.0)) for k, v in self.scalars.items()}
         ranges = {k: _subtract_ranges(v, other.ranges.get(k, ())) for k, v in self.ranges.items()}
         sets = {k: v - other.sets.get(k, frozenset()) for k, v in self.sets.items()}
-        return ResourceBag({k: v for k, v in scalars.items() if v > _EPS},
-                           {k: v for k, v in ranges.items() if v}, {k: v for k, v in sets.items() if v})
+        return ResourceBag(
+            {k: v for k, v in scalars.items() if v > _EPS},
+            {k: v for k, v in ranges.items() if v},
+            {k: v for k, v in sets.items() if v},
+        )
 
     def contains(self, other: ResourceBag) -> bool:
         if any(v > self.scalars.get(k, 0.0) + _EPS for k, v in other.scalars.items()):
@@ -178,8 +202,22 @@ class ResourceBag:
 
 
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
-_UNIT_MIB = {"": 1.0, "B": 1 / 2**20, "K": 1 / 1024, "KB": 1 / 1024, "KIB": 1 / 1024, "M": 1.0, "MB": 1.0,
-             "MIB": 1.0, "G": 1024.0, "GB": 1024.0, "GIB": 1024.0, "T": 1024.0**2, "TB": 1024.0**2, "TIB": 1024.0**2}
+_UNIT_MIB = {
+    "": 1.0,
+    "B": 1 / 2**20,
+    "K": 1 / 1024,
+    "KB": 1 / 1024,
+    "KIB": 1 / 1024,
+    "M": 1.0,
+    "MB": 1.0,
+    "MIB": 1.0,
+    "G": 1024.0,
+    "GB": 1024.0,
+    "GIB": 1024.0,
+    "T": 1024.0**2,
+    "TB": 1024.0**2,
+    "TIB": 1024.0**2,
+}
 
 
 def parse_size_mib(text: str | float | int) -> float:

@@ -40,15 +40,32 @@ class ClusterConfig:
     stop_grace: float = 3.0  # on stop: SHUTDOWN executors, SIGKILL what is left after this
 
 
-def agent_configs(count: int, *, cpus: float = 8, gpus: int = 0, mem: str | float = "16GiB",
-                  disk: str | float = "64GiB", port_base: int = 31000, ports_per_agent: int = 1000,
-                  **options: Any) -> tuple[AgentConfig, ...]:
+def agent_configs(
+    count: int,
+    *,
+    cpus: float = 8,
+    gpus: int = 0,
+    mem: str | float = "16GiB",
+    disk: str | float = "64GiB",
+    port_base: int = 31000,
+    ports_per_agent: int = 1000,
+    **options: Any,
+) -> tuple[AgentConfig, ...]:
     """``count`` identical agents with disjoint port ranges and a ``rack``-free attribute ``agent``."""
     out = []
     for i in range(count):
         lo = port_base + i * ports_per_agent
-        out.append(AgentConfig(cpus=float(cpus), gpus=int(gpus), mem=parse_size_mib(mem), disk=parse_size_mib(disk),
-                               ports=(lo, lo + ports_per_agent - 1), attributes=(("agent", str(i)),), **options))
+        out.append(
+            AgentConfig(
+                cpus=float(cpus),
+                gpus=int(gpus),
+                mem=parse_size_mib(mem),
+                disk=parse_size_mib(disk),
+                ports=(lo, lo + ports_per_agent - 1),
+                attributes=(("agent", str(i)),),
+                **options,
+            )
+        )
     return tuple(out)
 
 
@@ -80,12 +97,21 @@ class LocalMesos:
             await self.add_agent(cfg)
         if self.zk:
             await asyncio.to_thread(self.zk.register, self.master.master_info())
-        logger.info("local Mesos master on %s:%d with %d agents", self.config.host, self.port, len(self.agents))
+        logger.info(
+            "local Mesos master on %s:%d with %d agents", self.config.host, self.port, len(self.agents)
+        )
 
     def _new_master(self) -> Master:
         c = self.config
-        return Master(MasterConfig(host=c.host, port=self.port, hostname=c.hostname,
-                                   heartbeat_interval=c.heartbeat_interval, allocation_interval=c.allocation_interval))
+        return Master(
+            MasterConfig(
+                host=c.host,
+                port=self.port,
+                hostname=c.hostname,
+                heartbeat_interval=c.heartbeat_interval,
+                allocation_interval=c.allocation_interval,
+            )
+        )
 
     async def stop(self) -> None:
         """Stop everything: executors get SHUTDOWN, then SIGKILL after ``stop_grace``."""
@@ -105,7 +131,7 @@ class LocalMesos:
 
     # ---- agents ---------------------------------------------------------------------------------
     def agent_config_from(self, spec: dict[str, Any]) -> AgentConfig:
-        """An AgentConfig from a JSON spec ({"cpus", "gpus", "mem", "disk", "ports": [lo, hi], "attributes"})."""
+        """An AgentConfig from a JSON spec: cpus, gpus, mem, disk, ports [lo, hi], attributes."""
         base = self.config.agents[0] if self.config.agents else AgentConfig()
         ports = spec.get("ports")
         if ports is None:
@@ -114,9 +140,15 @@ class LocalMesos:
         attrs = spec.get("attributes") or {}
         if not isinstance(attrs, dict):
             raise ValueError("attributes must be an object")
-        return replace(base, cpus=float(spec.get("cpus", base.cpus)), gpus=int(spec.get("gpus", base.gpus)),
-                       mem=parse_size_mib(spec.get("mem", base.mem)), disk=parse_size_mib(spec.get("disk", base.disk)),
-                       ports=(int(ports[0]), int(ports[1])), attributes=tuple(attrs.items()))
+        return replace(
+            base,
+            cpus=float(spec.get("cpus", base.cpus)),
+            gpus=int(spec.get("gpus", base.gpus)),
+            mem=parse_size_mib(spec.get("mem", base.mem)),
+            disk=parse_size_mib(spec.get("disk", base.disk)),
+            ports=(int(ports[0]), int(ports[1])),
+            attributes=tuple(attrs.items()),
+        )
 
     async def add_agent(self, config: AgentConfig) -> str:
         """Start an agent (its own HTTP port) and register it with the master; returns its id."""
@@ -196,4 +228,8 @@ class LocalMesos:
         }
 
     def executor_pids(self) -> list[int]:
-        return [pid for a in list(self.agents.values()) + list(self.removed_agents.values()) for pid in a.executor_pids()]
+        return [
+            pid
+            for a in list(self.agents.values()) + list(self.removed_agents.values())
+            for pid in a.executor_pids()
+        ]

@@ -48,8 +48,11 @@ def make_scheduler_endpoint(get_master: Callable[[], Master | None]):
             if stream_id is None:
                 raise CallError(400, "All non-subscribe calls should include the 'Mesos-Stream-Id' header")
             if stream_id != fw.stream.id:  # type: ignore[union-attr]
-                raise CallError(400, f"The stream ID '{stream_id}' included in this request didn't match the "
-                                     f"stream ID currently associated with framework ID {fid}")
+                raise CallError(
+                    400,
+                    f"The stream ID '{stream_id}' included in this request didn't match the "
+                    f"stream ID currently associated with framework ID {fid}",
+                )
             master.handle(fw, call, body)
             return Response(status_code=202)
         except CallError as exc:

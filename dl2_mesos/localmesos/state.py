@@ -46,9 +46,15 @@ class Task:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "id": self.task_id, "name": self.name, "framework_id": self.framework_id,
-            "executor_id": self.executor_id, "slave_id": self.agent_id, "agent_id": self.agent_id,
-            "state": self.state, "resources": self.resources.summary(), "role": self.role,
+            "id": self.task_id,
+            "name": self.name,
+            "framework_id": self.framework_id,
+            "executor_id": self.executor_id,
+            "slave_id": self.agent_id,
+            "agent_id": self.agent_id,
+            "state": self.state,
+            "resources": self.resources.summary(),
+            "role": self.role,
             "statuses": list(self.statuses),
         }
 

@@ -40,8 +40,9 @@ class TaskUpdateStream:
 class StatusUpdateManager:
     """Per-agent update streams keyed by (framework id, task id)."""
 
-    def __init__(self, forward: Forward, retry_min: float, retry_max: float,
-                 on_done: Callable[[str, str], None]) -> None:
+    def __init__(
+        self, forward: Forward, retry_min: float, retry_max: float, on_done: Callable[[str, str], None]
+    ) -> None:
         self._forward = forward
         self.retry_min = retry_min
         self.retry_max = retry_max

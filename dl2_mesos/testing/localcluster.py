@@ -60,19 +60,45 @@ class LocalCluster:
         attributes: ``{"name": "value"}`` attributes for every agent (each also has ``agent=<i>``).
     """
 
-    def __init__(self, agents: int = 2, *, cpus: float = 8, gpus: int = 0, mem: str | float = "16GiB",
-                 disk: str | float = "64GiB", port: int = 0, zk: str | None = None, work_dir: str | None = None,
-                 in_subprocess: bool = False, heartbeat_interval: float = 15.0, allocation_interval: float = 1.0,
-                 executor_shutdown_grace_period: float = 5.0, executor_registration_timeout: float = 60.0,
-                 status_update_retry_interval: float = 10.0, port_base: int = 31000,
-                 attributes: dict[str, str] | None = None, host: str = "127.0.0.1") -> None:
-        self.options = dict(agents=agents, cpus=cpus, gpus=gpus, mem=mem, disk=disk, host=host, port=port, zk=zk,
-                            work_dir=work_dir, heartbeat_interval=heartbeat_interval,
-                            allocation_interval=allocation_interval, port_base=port_base,
-                            attributes=tuple(f"{k}={v}" for k, v in (attributes or {}).items()),
-                            executor_shutdown_grace_period=executor_shutdown_grace_period,
-                            executor_registration_timeout=executor_registration_timeout,
-                            status_update_retry_min=status_update_retry_interval)
+    def __init__(
+        self,
+        agents: int = 2,
+        *,
+        cpus: float = 8,
+        gpus: int = 0,
+        mem: str | float = "16GiB",
+        disk: str | float = "64GiB",
+        port: int = 0,
+        zk: str | None = None,
+        work_dir: str | None = None,
+        in_subprocess: bool = False,
+        heartbeat_interval: float = 15.0,
+        allocation_interval: float = 1.0,
+        executor_shutdown_grace_period: float = 5.0,
+        executor_registration_timeout: float = 60.0,
+        status_update_retry_interval: float = 10.0,
+        port_base: int = 31000,
+        attributes: dict[str, str] | None = None,
+        host: str = "127.0.0.1",
+    ) -> None:
+        self.options = dict(
+            agents=agents,
+            cpus=cpus,
+            gpus=gpus,
+            mem=mem,
+            disk=disk,
+            host=host,
+            port=port,
+            zk=zk,
+            work_dir=work_dir,
+            heartbeat_interval=heartbeat_interval,
+            allocation_interval=allocation_interval,
+            port_base=port_base,
+            attributes=tuple(f"{k}={v}" for k, v in (attributes or {}).items()),
+            executor_shutdown_grace_period=executor_shutdown_grace_period,
+            executor_registration_timeout=executor_registration_timeout,
+            status_update_retry_min=status_update_retry_interval,
+        )
         self.in_subprocess = in_subprocess
         self.zk_url = zk
         self._runtime: LocalMesos | None = None
@@ -135,14 +161,39 @@ class LocalCluster:
     def _start_subprocess(self, timeout: float) -> None:
         o = self.options
         ready = Path(tempfile.mkdtemp(prefix="dl2-localcluster-")) / "ready.json"
-        cmd = [sys.executable, "-m", "dl2_mesos.localmesos.cli", "--agents", str(o["agents"]), "--cpus", str(o["cpus"]),
-               "--gpus", str(o["gpus"]), "--mem", str(o["mem"]), "--disk", str(o["disk"]), "--host", str(o["host"]),
-               "--port", str(o["port"]), "--port-base", str(o["port_base"]),
-               "--heartbeat-interval", str(o["heartbeat_interval"]),
-               "--allocation-interval", str(o["allocation_interval"]),
-               "--executor-shutdown-grace-period", str(o["executor_shutdown_grace_period"]),
-               "--executor-registration-timeout", str(o["executor_registration_timeout"]),
-               "--status-update-retry-interval", str(o["status_update_retry_min"]), "--ready-file", str(ready)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "dl2_mesos.localmesos.cli",
+            "--agents",
+            str(o["agents"]),
+            "--cpus",
+            str(o["cpus"]),
+            "--gpus",
+            str(o["gpus"]),
+            "--mem",
+            str(o["mem"]),
+            "--disk",
+            str(o["disk"]),
+            "--host",
+            str(o["host"]),
+            "--port",
+            str(o["port"]),
+            "--port-base",
+            str(o["port_base"]),
+            "--heartbeat-interval",
+            str(o["heartbeat_interval"]),
+            "--allocation-interval",
+            str(o["allocation_interval"]),
+            "--executor-shutdown-grace-period",
+            str(o["executor_shutdown_grace_period"]),
+            "--executor-registration-timeout",
+            str(o["executor_registration_timeout"]),
+            "--status-update-retry-interval",
+            str(o["status_update_retry_min"]),
+            "--ready-file",
+            str(ready),
+        ]
         for attr in o["attributes"]:  # type: ignore[union-attr]
             cmd += ["--attribute", attr]
         if o["zk"]:
@@ -153,7 +204,9 @@ class LocalCluster:
         deadline = time.monotonic() + timeout
         while not ready.exists():
             if self._proc.poll() is not None:
-                raise RuntimeError(f"dl2 local-cluster exited with {self._proc.returncode} before it was ready")
+                raise RuntimeError(
+                    f"dl2 local-cluster exited with {self._proc.returncode} before it was ready"
+                )
             if time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"dl2 local-cluster not ready after {timeout}s")
@@ -195,8 +248,9 @@ class LocalCluster:
         """``GET /master/state`` (Mesos-shaped JSON: frameworks, slaves/agents, tasks ...)."""
         return self._get("/master/state")
 
-    def wait_until(self, predicate: Callable[[dict[str, Any]], T], timeout: float = 30.0,
-                   interval: float = 0.1) -> T:
+    def wait_until(
+        self, predicate: Callable[[dict[str, Any]], T], timeout: float = 30.0, interval: float = 0.1
+    ) -> T:
         """Poll ``state()`` until ``predicate(state)`` is truthy; returns that value."""
         deadline = time.monotonic() + timeout
         last: Any = None
@@ -223,16 +277,29 @@ class LocalCluster:
         if self._runtime is not None:
             ok = self._call(self._runtime.remove_agent(agent_id, unreachable))
         else:
-            ok = self._post(f"/local/agents/{agent_id}/remove?unreachable={str(unreachable).lower()}")["removed"]
+            ok = self._post(f"/local/agents/{agent_id}/remove?unreachable={str(unreachable).lower()}")[
+                "removed"
+            ]
         if not ok:
             raise KeyError(f"no agent {agent_id}")
 
-    def add_agent(self, cpus: float | None = None, gpus: int | None = None, mem: str | float | None = None,
-                  disk: str | float | None = None, ports: tuple[int, int] | None = None,
-                  attributes: dict[str, str] | None = None) -> str:
+    def add_agent(
+        self,
+        cpus: float | None = None,
+        gpus: int | None = None,
+        mem: str | float | None = None,
+        disk: str | float | None = None,
+        ports: tuple[int, int] | None = None,
+        attributes: dict[str, str] | None = None,
+    ) -> str:
         """Start and register one more agent; returns its id."""
-        spec = {k: v for k, v in dict(cpus=cpus, gpus=gpus, mem=mem, disk=disk, ports=ports,
-                                      attributes=attributes).items() if v is not None}
+        spec = {
+            k: v
+            for k, v in dict(
+                cpus=cpus, gpus=gpus, mem=mem, disk=disk, ports=ports, attributes=attributes
+            ).items()
+            if v is not None
+        }
         if self._runtime is not None:
             runtime = self._runtime
             return self._call(runtime.add_agent(runtime.agent_config_from(spec)))
@@ -280,6 +347,7 @@ class LocalCluster:
     def _call_fn(self, fn: Callable[[], T]) -> T:
         async def run() -> T:
             return fn()
+
         return self._call(run())
 
     def _get(self, path: str) -> dict[str, Any]:
@@ -287,7 +355,11 @@ class LocalCluster:
             return json.loads(resp.read())
 
     def _post(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        req = urllib.request.Request(self.master_url + path, data=json.dumps(body or {}).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self.master_url + path,
+            data=json.dumps(body or {}).encode(),
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(req, timeout=30) as resp:
             return json.loads(resp.read())

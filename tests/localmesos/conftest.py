@@ -23,8 +23,13 @@ from dl2_mesos.testing.localcluster import LocalCluster
 TINY_EXECUTOR = Path(__file__).parent / "helpers" / "tiny_executor.py"
 
 # Short Mesos timings so the folder stays fast; the semantics are the same as the defaults.
-FAST = dict(heartbeat_interval=1.0, allocation_interval=0.2, executor_shutdown_grace_period=1.0,
-            status_update_retry_interval=0.5, executor_registration_timeout=20.0)
+FAST = dict(
+    heartbeat_interval=1.0,
+    allocation_interval=0.2,
+    executor_shutdown_grace_period=1.0,
+    status_update_retry_interval=0.5,
+    executor_registration_timeout=20.0,
+)
 
 
 def scalar(offer: dict[str, Any], name: str) -> float:
@@ -71,8 +76,14 @@ class RecordingScheduler(Scheduler):
                 launch, left = [], []
                 cpus, mem, gpus = scalar(offer, "cpus"), scalar(offer, "mem"), scalar(offer, "gpus")
                 for t in self.pending:
-                    need = {n: sum(r["scalar"]["value"] for r in t["resources"] + t.get("executor", {}).get("resources", [])
-                                   if r["name"] == n) for n in ("cpus", "mem", "gpus")}
+                    need = {
+                        n: sum(
+                            r["scalar"]["value"]
+                            for r in t["resources"] + t.get("executor", {}).get("resources", [])
+                            if r["name"] == n
+                        )
+                        for n in ("cpus", "mem", "gpus")
+                    }
                     if need["cpus"] <= cpus and need["mem"] <= mem and need["gpus"] <= gpus:
                         cpus, mem, gpus = cpus - need["cpus"], mem - need["mem"], gpus - need["gpus"]
                         launch.append(dict(t, agent_id=offer["agent_id"]))
@@ -94,15 +105,18 @@ class RecordingScheduler(Scheduler):
         self._record("update", status)
 
     def frameworkMessage(self, driver, executor_id, agent_id, message):
-        self._record("message", {"executor_id": executor_id["value"], "agent_id": agent_id["value"],
-                                 "data": message})
+        self._record(
+            "message", {"executor_id": executor_id["value"], "agent_id": agent_id["value"], "data": message}
+        )
 
     def slaveLost(self, driver, agent_id):
         self._record("agent_lost", agent_id["value"])
 
     def executorLost(self, driver, executor_id, agent_id, status):
-        self._record("executor_lost", {"executor_id": executor_id["value"], "agent_id": agent_id["value"],
-                                       "status": status})
+        self._record(
+            "executor_lost",
+            {"executor_id": executor_id["value"], "agent_id": agent_id["value"], "status": status},
+        )
 
     def error(self, driver, message):
         self._record("error", message)
@@ -126,8 +140,11 @@ class RecordingScheduler(Scheduler):
                 self.cond.wait(left)
 
     def wait_state(self, task_id: str, state: str, timeout: float = 20.0, after: int = 0) -> dict[str, Any]:
-        return self.wait_for(lambda n, p: n == "update" and p["task_id"]["value"] == task_id and p["state"] == state,
-                             timeout, after)
+        return self.wait_for(
+            lambda n, p: n == "update" and p["task_id"]["value"] == task_id and p["state"] == state,
+            timeout,
+            after,
+        )
 
     def states(self, task_id: str) -> list[str]:
         with self.cond:
@@ -142,36 +159,61 @@ class RecordingScheduler(Scheduler):
             return len(self.events)
 
 
-def res(cpus: float = 0.5, mem: float = 64, gpus: int = 0, ports: list[tuple[int, int]] | None = None) -> list[dict]:
-    out = [{"name": "cpus", "type": "SCALAR", "scalar": {"value": cpus}},
-           {"name": "mem", "type": "SCALAR", "scalar": {"value": mem}}]
+def res(
+    cpus: float = 0.5, mem: float = 64, gpus: int = 0, ports: list[tuple[int, int]] | None = None
+) -> list[dict]:
+    out = [
+        {"name": "cpus", "type": "SCALAR", "scalar": {"value": cpus}},
+        {"name": "mem", "type": "SCALAR", "scalar": {"value": mem}},
+    ]
     if gpus:
         out.append({"name": "gpus", "type": "SCALAR", "scalar": {"value": gpus}})
     if ports:
-        out.append({"name": "ports", "type": "RANGES",
-                    "ranges": {"range": [{"begin": b, "end": e} for b, e in ports]}})
+        out.append(
+            {
+                "name": "ports",
+                "type": "RANGES",
+                "ranges": {"range": [{"begin": b, "end": e} for b, e in ports]},
+            }
+        )
     return out
 
 
-def executor_task(task_id: str, spec: dict[str, Any] | None = None, executor_id: str | None = None,
-                  cpus: float = 0.5, mem: float = 64, gpus: int = 0, env: dict[str, str] | None = None) -> dict[str, Any]:
+def executor_task(
+    task_id: str,
+    spec: dict[str, Any] | None = None,
+    executor_id: str | None = None,
+    cpus: float = 0.5,
+    mem: float = 64,
+    gpus: int = 0,
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """A TaskInfo with a custom ExecutorInfo running the tiny executor script."""
     variables = [{"name": k, "value": v} for k, v in (env or {}).items()]
     return {
-        "task_id": {"value": task_id}, "name": f"tiny {task_id}",
+        "task_id": {"value": task_id},
+        "name": f"tiny {task_id}",
         "resources": res(cpus, mem, gpus),
         "data": encode_data(json.dumps(spec or {}).encode()),
         "executor": {
-            "executor_id": {"value": executor_id or f"ex-{task_id}"}, "name": "tiny executor",
-            "command": {"value": f"{sys.executable} {TINY_EXECUTOR}", "environment": {"variables": variables}},
+            "executor_id": {"value": executor_id or f"ex-{task_id}"},
+            "name": "tiny executor",
+            "command": {
+                "value": f"{sys.executable} {TINY_EXECUTOR}",
+                "environment": {"variables": variables},
+            },
             "resources": res(0.1, 32),
         },
     }
 
 
 def command_task(task_id: str, shell: str, cpus: float = 0.25, mem: float = 32) -> dict[str, Any]:
-    return {"task_id": {"value": task_id}, "name": f"cmd {task_id}", "resources": res(cpus, mem),
-            "command": {"value": shell}}
+    return {
+        "task_id": {"value": task_id},
+        "name": f"cmd {task_id}",
+        "resources": res(cpus, mem),
+        "command": {"value": shell},
+    }
 
 
 @pytest.fixture
@@ -200,17 +242,35 @@ def make_driver(cluster):
     """Start real pymesos scheduler drivers against the cluster; all stopped at the end."""
     drivers: list[MesosSchedulerDriver] = []
 
-    def make(scheduler: Scheduler, *, name: str = "test-fw", master: str | None = None, failover_timeout: float = 30,
-             partition_aware: bool = True, implicit_acks: bool = True, framework_id: str | None = None,
-             checkpoint: bool = False) -> MesosSchedulerDriver:
-        info: dict[str, Any] = {"user": "", "name": name, "failover_timeout": failover_timeout,
-                                "checkpoint": checkpoint, "hostname": "localhost"}
+    def make(
+        scheduler: Scheduler,
+        *,
+        name: str = "test-fw",
+        master: str | None = None,
+        failover_timeout: float = 30,
+        partition_aware: bool = True,
+        implicit_acks: bool = True,
+        framework_id: str | None = None,
+        checkpoint: bool = False,
+    ) -> MesosSchedulerDriver:
+        info: dict[str, Any] = {
+            "user": "",
+            "name": name,
+            "failover_timeout": failover_timeout,
+            "checkpoint": checkpoint,
+            "hostname": "localhost",
+        }
         if partition_aware:
             info["capabilities"] = [{"type": "PARTITION_AWARE"}]
         if framework_id:
             info["id"] = {"value": framework_id}
-        driver = MesosSchedulerDriver(scheduler, info, master or cluster.mesos_master, use_addict=False,
-                                      implicit_acknowledgements=implicit_acks)
+        driver = MesosSchedulerDriver(
+            scheduler,
+            info,
+            master or cluster.mesos_master,
+            use_addict=False,
+            implicit_acknowledgements=implicit_acks,
+        )
         driver.start()
         drivers.append(driver)
         return driver
@@ -231,8 +291,10 @@ def wait_all_acknowledged(cluster: LocalCluster, timeout: float = 10.0) -> None:
     """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        pending = [httpx.get(f"http://{e}/state", timeout=5).json()["pending_status_updates"]
-                   for e in cluster.agents.values()]
+        pending = [
+            httpx.get(f"http://{e}/state", timeout=5).json()["pending_status_updates"]
+            for e in cluster.agents.values()
+        ]
         if not any(pending):
             time.sleep(0.2)  # the ACKNOWLEDGE call's HTTP response may still be on its way
             return

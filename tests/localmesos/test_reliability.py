@@ -21,13 +21,27 @@ def test_explicit_and_implicit_reconciliation(cluster, make_driver, ids):
     mark = sched.mark()
     # pymesos's reconcileTasks() drops agent_id, so send the same RECONCILE call with it through the
     # driver's own HTTP connection (same stream id)
-    driver._send({"type": "RECONCILE", "framework_id": {"value": sched.framework_id}, "reconcile": {"tasks": [
-        {"task_id": {"value": tid}}, {"task_id": {"value": "ghost-1"}, "agent_id": {"value": aid}},
-        {"task_id": {"value": "ghost-2"}}]}})
+    driver._send(
+        {
+            "type": "RECONCILE",
+            "framework_id": {"value": sched.framework_id},
+            "reconcile": {
+                "tasks": [
+                    {"task_id": {"value": tid}},
+                    {"task_id": {"value": "ghost-1"}, "agent_id": {"value": aid}},
+                    {"task_id": {"value": "ghost-2"}},
+                ]
+            },
+        }
+    )
     got = {}
     for name in (tid, "ghost-1", "ghost-2"):
-        st = sched.wait_for(lambda n, p, name=name: n == "update" and p["task_id"]["value"] == name, after=mark)
-        assert st["reason"] == "REASON_RECONCILIATION" and "uuid" not in st and st["source"] == "SOURCE_MASTER"
+        st = sched.wait_for(
+            lambda n, p, name=name: n == "update" and p["task_id"]["value"] == name, after=mark
+        )
+        assert (
+            st["reason"] == "REASON_RECONCILIATION" and "uuid" not in st and st["source"] == "SOURCE_MASTER"
+        )
         got[name] = st["state"]
     assert got == {tid: "TASK_RUNNING", "ghost-1": "TASK_GONE", "ghost-2": "TASK_UNKNOWN"}
     mark = sched.mark()
@@ -68,7 +82,10 @@ def test_failover_resubscribe_keeps_tasks(cluster, make_driver, ids):
     driver2 = make_driver(second, framework_id=fid, failover_timeout=30)
     second.wait_for(lambda n, p: n == "reregistered")
     driver2.reconcileTasks([])
-    assert second.wait_for(lambda n, p: n == "update" and p["task_id"]["value"] == tid)["state"] == "TASK_RUNNING"
+    assert (
+        second.wait_for(lambda n, p: n == "update" and p["task_id"]["value"] == tid)["state"]
+        == "TASK_RUNNING"
+    )
     driver2.sendFrameworkMessage(running["executor_id"], running["agent_id"], encode_data(b"still there?"))
     assert decode_data(second.wait_for(lambda n, p: n == "message")["data"]) == b"echo:still there?"
     fw = cluster.state()["frameworks"][0]
@@ -119,7 +136,9 @@ def test_agent_loss(cluster, make_driver, ids):
     assert o1["agent_id"] != o2["agent_id"]
     t1, t2 = ids(), ids()
     d1.launchTasks(o1["id"], [dict(executor_task(t1, {"report": True}), agent_id=o1["agent_id"])])
-    d2.launchTasks(o2["id"], [dict(executor_task(t2, {}), agent_id=o1["agent_id"])])  # wrong agent -> TASK_ERROR
+    d2.launchTasks(
+        o2["id"], [dict(executor_task(t2, {}), agent_id=o1["agent_id"])]
+    )  # wrong agent -> TASK_ERROR
     assert plain.wait_state(t2, "TASK_ERROR")["message"].startswith("Task uses invalid agent")
     pid = json.loads(decode_data(aware.wait_for(lambda n, p: n == "message")["data"]))["pid"]
     lost_agent = o1["agent_id"]["value"]

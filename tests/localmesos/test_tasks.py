@@ -18,7 +18,10 @@ def test_subscribe_offers_within_agent_resources(cluster, make_driver):
     fid = sched.wait_for(lambda n, p: n == "registered")
     assert fid.startswith(cluster.state()["id"])
     sched.wait_for(lambda n, p: n == "heartbeat", timeout=5)  # heartbeat_interval_seconds = 1
-    offers = [sched.wait_for(lambda n, p: n == "offer" and p["agent_id"]["value"] == aid) for aid in cluster.agent_ids]
+    offers = [
+        sched.wait_for(lambda n, p, aid=aid: n == "offer" and p["agent_id"]["value"] == aid)
+        for aid in cluster.agent_ids
+    ]
     for offer in offers:
         assert offer["framework_id"]["value"] == fid
         assert scalar(offer, "cpus") == 4 and scalar(offer, "mem") == 4096 and scalar(offer, "gpus") == 1
@@ -26,7 +29,9 @@ def test_subscribe_offers_within_agent_resources(cluster, make_driver):
         assert ports["type"] == "RANGES" and len(ports["ranges"]["range"]) == 1
         attrs = {a["name"]: a["text"]["value"] for a in offer["attributes"]}
         assert attrs["rack"] == "r1" and "agent" in attrs
-    port_ranges = [[r for r in o["resources"] if r["name"] == "ports"][0]["ranges"]["range"][0] for o in offers]
+    port_ranges = [
+        [r for r in o["resources"] if r["name"] == "ports"][0]["ranges"]["range"][0] for o in offers
+    ]
     assert port_ranges[0]["end"] < port_ranges[1]["begin"]  # agents get disjoint port ranges
     state = cluster.state()
     fw = state["frameworks"][0]
@@ -56,8 +61,14 @@ def test_custom_executor_runs_and_finishes(cluster, make_driver, ids):
     assert sched.states(tid) == ["TASK_RUNNING", "TASK_FINISHED"]
     assert "tiny executor starting" in (Path(env["MESOS_SANDBOX"]) / "stdout").read_text()
     # acknowledged terminal task moves to completed_tasks in /master/state
-    cluster.wait_until(lambda s: [t for t in s["frameworks"][0]["completed_tasks"]
-                                  if t["id"] == tid and t["state"] == "TASK_FINISHED"], timeout=10)
+    cluster.wait_until(
+        lambda s: [
+            t
+            for t in s["frameworks"][0]["completed_tasks"]
+            if t["id"] == tid and t["state"] == "TASK_FINISHED"
+        ],
+        timeout=10,
+    )
 
 
 def test_kill_and_messages_both_ways(cluster, make_driver, ids):
@@ -69,7 +80,9 @@ def test_kill_and_messages_both_ways(cluster, make_driver, ids):
     agent_id, executor_id = running["agent_id"]["value"], running["executor_id"]["value"]
     state = cluster.state()
     task = [t for t in state["frameworks"][0]["tasks"] if t["id"] == tid][0]
-    assert task["state"] == "TASK_RUNNING" and task["resources"]["cpus"] == 0.5 and task["slave_id"] == agent_id
+    assert (
+        task["state"] == "TASK_RUNNING" and task["resources"]["cpus"] == 0.5 and task["slave_id"] == agent_id
+    )
     driver.sendFrameworkMessage({"value": executor_id}, {"value": agent_id}, encode_data(b"ping"))
     msg = sched.wait_for(lambda n, p: n == "message")
     assert decode_data(msg["data"]) == b"echo:ping" and msg["executor_id"] == executor_id
@@ -81,8 +94,9 @@ def test_kill_and_messages_both_ways(cluster, make_driver, ids):
 def test_command_task_finishes_and_fails(cluster, make_driver, ids):
     sched = RecordingScheduler()
     ok, bad = ids("ok"), ids("bad")
-    sched.queue(command_task(ok, "echo localmesos-cmd; echo $MESOS_SANDBOX > where"),
-                command_task(bad, "exit 3"))
+    sched.queue(
+        command_task(ok, "echo localmesos-cmd; echo $MESOS_SANDBOX > where"), command_task(bad, "exit 3")
+    )
     make_driver(sched)
     sched.wait_state(ok, "TASK_RUNNING")
     sched.wait_state(ok, "TASK_FINISHED")
@@ -108,8 +122,10 @@ def test_cuda_visible_devices_from_gpu_indices(cluster, make_driver, ids):
     reports = {}
     for _ in range(2):
         mark = 0
-        msg = sched.wait_for(lambda n, p: n == "message" and json.loads(decode_data(p["data"]))["task_id"] not in reports,
-                             after=mark)
+        msg = sched.wait_for(
+            lambda n, p: n == "message" and json.loads(decode_data(p["data"]))["task_id"] not in reports,
+            after=mark,
+        )
         env = json.loads(decode_data(msg["data"]))
         reports[env["task_id"]] = (msg["agent_id"], env["CUDA_VISIBLE_DEVICES"])
     # one GPU per agent: the two tasks land on different agents, each sees its agent's GPU 0

@@ -27,13 +27,19 @@ def test_master_registers_in_zookeeper_and_pymesos_detects_it(zookeeper, ids):
             children = zk.get_children(path)
             assert len(children) == 1 and children[0].startswith("json.info_")
             info = json.loads(zk.get(f"{path}/{children[0]}")[0])
-            assert info["address"] == {"hostname": "127.0.0.1", "ip": "127.0.0.1", "port": int(cluster.master.split(":")[1])}
+            assert info["address"] == {
+                "hostname": "127.0.0.1",
+                "ip": "127.0.0.1",
+                "port": int(cluster.master.split(":")[1]),
+            }
             assert info["id"] == cluster.state()["id"] and info["version"].startswith("1.")
 
             sched = RecordingScheduler()
             tid = ids()
             sched.queue(executor_task(tid, {}))
-            driver = MesosSchedulerDriver(sched, {"user": "", "name": "zk-fw"}, cluster.mesos_master, use_addict=False)
+            driver = MesosSchedulerDriver(
+                sched, {"user": "", "name": "zk-fw"}, cluster.mesos_master, use_addict=False
+            )
             assert cluster.mesos_master.startswith("zk://")
             driver.start()
             try:
@@ -42,7 +48,10 @@ def test_master_registers_in_zookeeper_and_pymesos_detects_it(zookeeper, ids):
                 cluster.restart_master()  # new znode (new sequence number), same address
                 sched.wait_for(lambda n, p: n == "reregistered", timeout=20)
                 children = zk.get_children(path)
-                assert len(children) == 1 and json.loads(zk.get(f"{path}/{children[0]}")[0])["id"] == cluster.state()["id"]
+                assert (
+                    len(children) == 1
+                    and json.loads(zk.get(f"{path}/{children[0]}")[0])["id"] == cluster.state()["id"]
+                )
             finally:
                 driver.stop()
                 driver.join()
