@@ -1,0 +1,127 @@
+"""The within-slot decision loop and the ways of choosing an action (greedy, sampled, explored).
+
+Loop (paper section 4.1): infer -> apply the increment -> update the state -> infer again, until
+the void action or nothing in the window can be added; then the next window (see
+:mod:`~dl2_mesos.policy.dl2.slot`). Every inference made is returned as a :class:`Step` so that
+training (simulated or online) can learn from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from dl2_mesos.allocation import Allocation
+from dl2_mesos.cluster import ClusterState
+from dl2_mesos.policy.dl2.config import DL2Config
+from dl2_mesos.policy.dl2.network import Actor, masked_log_probs
+from dl2_mesos.policy.dl2.slot import PS, WORKER, SlotContext
+
+#: chooser(features, mask, context, window) -> action index
+Chooser = Callable[[np.ndarray, np.ndarray, SlotContext, np.ndarray], int]
+
+#: worker/PS ratio above which a job counts as unbalanced (paper: 10)
+BAD_RATIO = 10.0
+
+
+@dataclass(frozen=True)
+class Step:
+    """One inference: its input, the valid actions, the action taken and the job it touched."""
+
+    features: np.ndarray  # float32 (J*F+G,)
+    mask: np.ndarray  # bool (3J+1,)
+    action: int
+    job_id: str | None  # None for void
+
+
+def run_slot(state: ClusterState, cfg: DL2Config, choose: Chooser) -> tuple[Allocation, list[Step]]:
+    """Decide one slot with ``choose``; returns the allocation and every inference made."""
+    ctx = SlotContext(state, cfg)
+    steps: list[Step] = []
+    void = 3 * cfg.window
+    budget = cfg.max_steps_per_slot
+    for w_index, window in enumerate(ctx.windows):
+        while budget > 0:
+            mask = ctx.mask(window)
+            if not mask[:-1].any():
+                break  # nothing can be added in this window: no decision to learn from
+            x = ctx.features(window, w_index)
+            a = int(choose(x, mask, ctx, window))
+            if not mask[a]:
+                raise RuntimeError(f"chooser picked masked action {a}")
+            budget -= 1
+            if a == void:
+                steps.append(Step(x, mask, a, None))
+                break
+            job_id = ctx.job_ids[int(window[a // 3])]
+            steps.append(Step(x, mask, a, job_id))
+            ctx.apply(window, a)
+    return ctx.allocation(), steps
+
+
+def bad_state_action(ctx: SlotContext, window: np.ndarray, mask: np.ndarray) -> int | None:
+    """The paper's job-aware exploration rule: the fixing action for the first unbalanced job.
+
+    Workers but no PS -> +PS; PS but no worker -> +worker; workers/PS or PS/workers above 10 ->
+    add the scarce role. Returns None when no window job is in a bad state (or its fix is masked).
+    """
+    for col, i in enumerate(window):
+        p, w = int(ctx.ps[i]), int(ctx.w[i])
+        if ctx.max_ps[i] == 0:
+            continue  # all-reduce job: no PS to balance
+        if w > 0 and (p == 0 or w / p > BAD_RATIO):
+            a = 3 * col + PS
+        elif p > 0 and (w == 0 or p / w > BAD_RATIO):
+            a = 3 * col + WORKER
+        else:
+            continue
+        if mask[a]:
+            return a
+    return None
+
+
+class NetChooser:
+    """Chooses with the actor network: greedy (argmax) or sampled, optionally with exploration.
+
+    Args:
+        actor: the policy network (used in eval mode, without gradients).
+        sample: draw from the masked distribution instead of taking the argmax.
+        epsilon: probability of replacing the choice by the job-aware fixing action when a
+            window job is in a bad state (paper: 0.4; 0 = off).
+        seed: seed of the sampling/exploration generator (determinism).
+    """
+
+    def __init__(self, actor: Actor, sample: bool = False, epsilon: float = 0.0, seed: int = 0) -> None:
+        self.actor = actor
+        self.sample = sample
+        self.epsilon = epsilon
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(self, x: np.ndarray, mask: np.ndarray, ctx: SlotContext, window: np.ndarray) -> int:
+        if self.epsilon > 0 and self.rng.random() < self.epsilon:
+            a = bad_state_action(ctx, window, mask)
+            if a is not None:
+                return a
+        with torch.inference_mode():
+            logits = self.actor(torch.from_numpy(x).unsqueeze(0))[0]
+            if not self.sample:
+                return int(logits.masked_fill(~torch.from_numpy(mask), float("-inf")).argmax())
+            logp = masked_log_probs(logits, torch.from_numpy(mask))
+        p = np.exp(logp.numpy().astype(np.float64))
+        p[~mask] = 0.0
+        c = np.cumsum(p)
+        return int(min(np.searchsorted(c, self.rng.random() * c[-1], side="right"), len(p) - 1))
+
+
+def random_chooser(seed: int = 0) -> Chooser:
+    """Uniform over the valid actions (the 'random policy' used as a floor in tests)."""
+    rng = np.random.default_rng(seed)
+
+    def choose(x: np.ndarray, mask: np.ndarray, ctx: SlotContext, window: np.ndarray) -> int:
+        return int(rng.choice(np.flatnonzero(mask)))
+
+    return choose
+

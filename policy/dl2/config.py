@@ -1,0 +1,71 @@
+"""The DL2 model configuration: everything needed to rebuild a network and its input schema.
+
+A :class:`DL2Config` is stored inside every checkpoint together with :data:`SCHEMA_VERSION`,
+so a checkpoint is only ever loaded into a network that reads features the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from dl2_mesos.errors import ConfigError
+
+#: Version of the feature layout (see :mod:`dl2_mesos.policy.dl2.features`). Bump it whenever the
+#: meaning or order of a feature changes; older checkpoints then fail to load with a clear error.
+SCHEMA_VERSION = 3
+
+ARCHS = ("shared", "flat")
+STARTS = ("current", "zero")
+
+
+@dataclass(frozen=True)
+class DL2Config:
+    """Constructor arguments of the DL2 actor/critic and of its decision loop.
+
+    Attributes:
+        window: J, the number of job columns the network sees at once (actions = 3J + 1).
+        hidden: width of each hidden layer (paper: 256).
+        layers: number of hidden layers (paper: 2).
+        arch: ``"flat"`` = the paper's MLP over the flattened J x F state; ``"shared"`` = the same
+            2 x 256 MLP applied to every job column with weights shared across columns, plus a
+            pooled summary of the window (permutation-equivariant; learns much faster).
+        start: where a slot's allocation starts: ``"current"`` = from the jobs' running counts
+            (keeping them costs no restart), ``"zero"`` = rebuilt from nothing with a starter
+            bundle per job, as in the reference.
+        max_steps_per_slot: safety bound on inferences in one slot.
+    """
+
+    window: int = 40
+    hidden: int = 256
+    layers: int = 2
+    arch: str = "shared"
+    start: str = "current"
+    max_steps_per_slot: int = 20000
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.window, int) or self.window < 1:
+            raise ConfigError(f"window must be an integer >= 1, got {self.window!r}")
+        if not isinstance(self.hidden, int) or self.hidden < 1:
+            raise ConfigError(f"hidden must be an integer >= 1, got {self.hidden!r}")
+        if not isinstance(self.layers, int) or self.layers < 1:
+            raise ConfigError(f"layers must be an integer >= 1, got {self.layers!r}")
+        if self.arch not in ARCHS:
+            raise ConfigError(f"arch must be one of {ARCHS}, got {self.arch!r}")
+        if self.start not in STARTS:
+            raise ConfigError(f"start must be one of {STARTS}, got {self.start!r}")
+
+    @property
+    def num_actions(self) -> int:
+        return 3 * self.window + 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DL2Config:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown DL2 config field(s): {', '.join(unknown)}")
+        return cls(**data)

@@ -1,0 +1,94 @@
+"""DL2 state features: per-job columns and a few global values, all normalised to about [0, 1].
+
+Per job (one column of the J x F window, jobs in arrival order, empty columns all zero):
+
+====  =====================================================================================
+0-7   job type, one-hot (the paper's x; the reference used the raw id)
+8     valid column flag (1 for a real job)
+9     slots run since arrival (the paper's d), min(d / 50, 4)
+10    remaining fraction of the job's epochs (the paper's e, as in the reference)
+11    remaining epochs, log10(1 + e) / 5 (absolute size: separates long from short jobs)
+12    dominant share of the counts given so far in this slot, relative to the fair share
+      (share x number of active jobs), clipped at 4 (the paper's r)
+13    PS given so far this slot / 16 (the paper's u)
+14    workers given so far this slot / 16 (the paper's w)
+15    PS running at the slot start / 16
+16    workers running at the slot start / 16
+17    restart cost / slot length (what changing this job's counts costs)
+18    slots since its counts last changed, min(s / 20, 1)
+19    1 when this slot's counts differ from the running ones (a restart will be charged)
+20    1 when the job runs no task at the slot start (waiting)
+21    estimated remaining slots at the measured speed / 50, clipped at 4 (0 when unknown)
+22    1 when a measured speed is known
+====  =====================================================================================
+
+Global (appended once): free CPU and GPU fraction on the board now, active jobs / 100, jobs
+waiting with nothing / active jobs, window index / number of windows.
+
+Free capacity is part of the global input here (the paper leaves it out); it tells the network
+when the cluster is about to run out, which the void action otherwise has to guess.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dl2_mesos.cluster import ClusterState
+from dl2_mesos.job_types import NUM_JOB_TYPES
+
+NUM_JOB_FEATURES = 23
+NUM_GLOBAL_FEATURES = 5
+COUNT_SCALE = 16.0
+
+F_TYPE = 0
+F_VALID = 8
+F_SLOTS_RUN = 9
+F_REM_FRAC = 10
+F_REM_ABS = 11
+F_SHARE = 12
+F_PS = 13
+F_WORKERS = 14
+F_PS0 = 15
+F_W0 = 16
+F_RESTART = 17
+F_SINCE_RESCALE = 18
+F_CHANGED = 19
+F_WAITING = 20
+F_EST_SLOTS = 21
+F_EST_KNOWN = 22
+
+
+def input_size(window: int, arch: str) -> int:
+    """Length of the flattened network input for a window of ``window`` jobs."""
+    return window * NUM_JOB_FEATURES + NUM_GLOBAL_FEATURES
+
+
+def static_job_features(state: ClusterState) -> np.ndarray:
+    """The features of every job in ``state`` that do not change within the slot (n x F).
+
+    Dynamic columns (share, counts, changed flag) are left at zero and filled in by the slot
+    context as the decision proceeds.
+    """
+    n = len(state.jobs)
+    out = np.zeros((n, NUM_JOB_FEATURES), dtype=np.float32)
+    for i, job in enumerate(state.jobs):
+        t = job.spec.type_id - 1
+        if 0 <= t < NUM_JOB_TYPES:
+            out[i, F_TYPE + t] = 1.0
+        out[i, F_VALID] = 1.0
+        out[i, F_SLOTS_RUN] = min(job.slots_run / 50.0, 4.0)
+        out[i, F_REM_FRAC] = job.remaining_fraction
+        out[i, F_REM_ABS] = math.log10(1.0 + job.remaining_epochs) / 5.0
+        out[i, F_PS0] = job.num_ps / COUNT_SCALE
+        out[i, F_W0] = job.num_workers / COUNT_SCALE
+        out[i, F_RESTART] = min(job.restart_cost_seconds / max(state.slot_seconds, 1.0), 4.0)
+        out[i, F_SINCE_RESCALE] = min(job.slots_since_rescale / 20.0, 1.0)
+        out[i, F_WAITING] = 1.0 if (job.num_ps == 0 and job.num_workers == 0) else 0.0
+        eps = job.measured_epochs_per_second
+        if eps is not None and eps > 0:
+            slots = job.remaining_epochs / (eps * max(state.slot_seconds, 1.0))
+            out[i, F_EST_SLOTS] = min(slots / 50.0, 4.0)
+            out[i, F_EST_KNOWN] = 1.0
+    return out

@@ -1,0 +1,203 @@
+"""Actor-critic learning from recorded slots: the one update path for simulated and online training.
+
+A trajectory is a sequence of :class:`SlotData` (the inferences of one slot and the reward
+observed at its end). Targets:
+
+* slot return ``G_t = r_t + gamma * ((1 - lam) * V(s_{t+1}) + lam * G_{t+1})`` (TD(lambda) with
+  the critic as bootstrap, gamma 0.9 as in the paper; ``lam = 1`` gives the discounted Monte
+  Carlo return, ``lam = 0`` one-step TD). ``V(s_t)`` is the critic's value of the slot's first
+  inference; an unfinished trajectory bootstraps from the last value.
+* every inference of slot t gets ``G_t`` (all decisions of a slot share its reward, paper);
+  with ``per_job_reward`` (ablation) an inference gets its own job's normalised progress.
+
+Update (one per mini-batch): advantage ``A = G - V(s)`` from the critic (ablation ``critic=False``:
+``G`` minus the replay buffer's mean return), normalised over the batch; policy loss
+``-mean(A * log pi(a|s)) - beta * H(pi(.|s))`` where ``log pi`` is computed by the *current*
+actor on the masked, renormalised distribution (the prototype fed stale sampling-time
+probabilities, dl2-facts 10.2); critic loss ``MSE(V(s), G)``. Entropy weight ``beta`` decays
+exponentially from ``entropy_start`` to ``entropy_end``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from dl2_mesos.policy.dl2.features import input_size
+from dl2_mesos.policy.dl2.network import ActorCritic, masked_log_probs
+from dl2_mesos.policy.dl2.replay import Batch, ReplayBuffer
+
+
+@dataclass(frozen=True)
+class LearnerConfig:
+    """Hyper-parameters of the actor-critic update (defaults tuned for short CPU runs)."""
+
+    lr_actor: float = 3e-4
+    lr_critic: float = 1e-3
+    gamma: float = 0.9
+    lam: float = 0.9
+    batch_size: int = 256
+    replay_size: int = 8192
+    replay: bool = True
+    critic: bool = True
+    per_job_reward: bool = False
+    entropy_start: float = 0.05
+    entropy_end: float = 0.002
+    entropy_half_life: int = 300
+    grad_clip: float = 1.0
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class SlotData:
+    """The inferences of one slot and what the slot earned."""
+
+    features: np.ndarray  # float32 (n, D)
+    masks: np.ndarray  # bool (n, A)
+    actions: np.ndarray  # int64 (n,)
+    job_ids: tuple[str | None, ...]
+    reward: float
+    job_rewards: Mapping[str, float] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+
+def stack_steps(steps: Sequence[Any], input_dim: int, num_actions: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Stack agent Steps into (features, masks, actions) arrays (empty arrays for no steps)."""
+    if not steps:
+        return (np.zeros((0, input_dim), np.float32), np.zeros((0, num_actions), bool), np.zeros(0, np.int64))
+    return (
+        np.stack([s.features for s in steps]).astype(np.float32, copy=False),
+        np.stack([s.mask for s in steps]),
+        np.array([s.action for s in steps], dtype=np.int64),
+    )
+
+
+class Learner:
+    """Holds the optimisers and the replay buffer of one model and updates it."""
+
+    def __init__(self, net: ActorCritic, cfg: LearnerConfig, optim_state: dict[str, Any] | None = None) -> None:
+        self.net = net
+        self.cfg = cfg
+        self.input_dim = input_size(net.cfg.window, net.cfg.arch)
+        self.num_actions = net.cfg.num_actions
+        self.opt_actor = torch.optim.Adam(net.actor.parameters(), lr=cfg.lr_actor)
+        self.opt_critic = torch.optim.Adam(net.critic.parameters(), lr=cfg.lr_critic)
+        self.updates = 0
+        if optim_state:
+            self.opt_actor.load_state_dict(optim_state["actor"])
+            self.opt_critic.load_state_dict(optim_state["critic"])
+            self.updates = int(optim_state.get("updates", 0))
+        self.replay = ReplayBuffer(cfg.replay_size if cfg.replay else 1 << 20, self.input_dim, self.num_actions)
+        self.rng = np.random.default_rng(cfg.seed)
+
+    def optim_state(self) -> dict[str, Any]:
+        return {"actor": self.opt_actor.state_dict(), "critic": self.opt_critic.state_dict(), "updates": self.updates}
+
+    @property
+    def entropy_weight(self) -> float:
+        c = self.cfg
+        w = c.entropy_start * math.pow(0.5, self.updates / max(c.entropy_half_life, 1))
+        return max(c.entropy_end, w)
+
+    # -- targets ----------------------------------------------------------------------------
+    def slot_returns(self, slots: Sequence[SlotData], terminal: bool) -> np.ndarray:
+        """TD(lambda) returns per slot, bootstrapped with the current critic."""
+        T = len(slots)
+        values: list[float | None] = [None] * T
+        firsts = [t for t in range(T) if len(slots[t])]
+        if firsts and self.cfg.critic:
+            x = torch.from_numpy(np.stack([slots[t].features[0] for t in firsts]))
+            with torch.no_grad():
+                v = self.net.critic(x).numpy()
+            for t, val in zip(firsts, v):
+                values[t] = float(val)
+        g = np.zeros(T, dtype=np.float64)
+        last_v = next((values[t] for t in reversed(range(T)) if values[t] is not None), 0.0)
+        boot = 0.0 if terminal else float(last_v or 0.0)
+        gamma, lam = self.cfg.gamma, self.cfg.lam
+        for t in reversed(range(T)):
+            if t + 1 < T:
+                nv = values[t + 1]
+                boot = g[t + 1] if nv is None else (1 - lam) * nv + lam * g[t + 1]
+            g[t] = slots[t].reward + gamma * boot
+        return g
+
+    def add_trajectory(self, slots: Sequence[SlotData], terminal: bool = True) -> int:
+        """Turn a trajectory into samples with targets and store them; returns how many."""
+        if not self.cfg.replay:
+            self.replay.clear()  # ablation: learn only from the newest experience
+        g = self.slot_returns(slots, terminal)
+        feats, masks, acts, rets = [], [], [], []
+        for t, s in enumerate(slots):
+            if not len(s):
+                continue
+            if self.cfg.per_job_reward:
+                base = float(np.mean(list(s.job_rewards.values()))) if s.job_rewards else 0.0
+                r = np.array([s.job_rewards.get(j, 0.0) if j is not None else base for j in s.job_ids], np.float32)
+            else:
+                r = np.full(len(s), g[t], dtype=np.float32)
+            feats.append(s.features)
+            masks.append(s.masks)
+            acts.append(s.actions)
+            rets.append(r)
+        if not feats:
+            return 0
+        batch = Batch(np.concatenate(feats), np.concatenate(masks), np.concatenate(acts), np.concatenate(rets))
+        self.replay.add(batch)
+        return len(batch)
+
+    # -- updates ----------------------------------------------------------------------------
+    def update(self, n_updates: int) -> dict[str, float]:
+        """Run ``n_updates`` mini-batch steps; returns averaged losses (empty when no data)."""
+        if len(self.replay) == 0 or n_updates <= 0:
+            return {}
+        self.net.train()
+        acc = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "advantage_abs": 0.0}
+        for _ in range(n_updates):
+            b = self.replay.sample(self.cfg.batch_size, self.rng)
+            x = torch.from_numpy(b.features)
+            m = torch.from_numpy(b.masks)
+            a = torch.from_numpy(b.actions)
+            g = torch.from_numpy(b.returns)
+            logp = masked_log_probs(self.net.actor(x), m)
+            logp_a = logp.gather(1, a.unsqueeze(1)).squeeze(1)
+            p = logp.exp()
+            entropy = -(p * logp.masked_fill(~m, 0.0)).sum(dim=1)
+            if self.cfg.critic:
+                v = self.net.critic(x)
+                value_loss = nn.functional.mse_loss(v, g)
+                adv = g - v.detach()
+            else:
+                value_loss = torch.zeros(())
+                adv = g - self.replay.mean_return()
+            acc["advantage_abs"] += adv.abs().mean().item()
+            adv = (adv - adv.mean()) / (adv.std() + 1e-6) if len(adv) > 1 else adv
+            policy_loss = -(adv * logp_a).mean() - self.entropy_weight * entropy.mean()
+            self.opt_actor.zero_grad()
+            policy_loss.backward()
+            nn.utils.clip_grad_norm_(self.net.actor.parameters(), self.cfg.grad_clip)
+            self.opt_actor.step()
+            if self.cfg.critic:
+                self.opt_critic.zero_grad()
+                value_loss.backward()
+                nn.utils.clip_grad_norm_(self.net.critic.parameters(), self.cfg.grad_clip * 10)
+                self.opt_critic.step()
+            self.updates += 1
+            acc["policy_loss"] += policy_loss.item()
+            acc["value_loss"] += value_loss.item()
+            acc["entropy"] += entropy.mean().item()
+        self.net.eval()
+        out = {k: v / n_updates for k, v in acc.items()}
+        out["entropy_weight"] = self.entropy_weight
+        return out

@@ -1,0 +1,116 @@
+"""The DL2 actor (policy network) and critic (value network), in torch.
+
+Both read the flattened window input of :mod:`~dl2_mesos.policy.dl2.features` (J x F job
+columns followed by G global values). Two architectures (``DL2Config.arch``):
+
+* ``"flat"``: the paper's network: an MLP of ``layers`` x ``hidden`` ReLU units over the whole
+  flattened input, then a linear layer to the 3J + 1 action logits (critic: to one value).
+* ``"shared"`` (default): the same ``layers`` x ``hidden`` MLP applied to every job column
+  (with the global values appended), weights shared across columns, so what is learnt about
+  one column holds for every column and for every window size. A masked mean over the valid
+  columns summarises the window; each job's 3 logits come from its own hidden vector and the
+  summary, the void logit and the critic's value from the summary and the global values.
+
+LayerNorm replaces the reference's (inactive) batch normalisation.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from dl2_mesos.policy.dl2.config import DL2Config
+from dl2_mesos.policy.dl2.features import F_VALID, NUM_GLOBAL_FEATURES, NUM_JOB_FEATURES
+
+
+def _mlp(n_in: int, hidden: int, layers: int) -> nn.Sequential:
+    mods: list[nn.Module] = []
+    for k in range(layers):
+        mods += [nn.Linear(n_in if k == 0 else hidden, hidden), nn.ReLU()]
+    mods.append(nn.LayerNorm(hidden))
+    return nn.Sequential(*mods)
+
+
+class _SharedTrunk(nn.Module):
+    """Per-column encoder with shared weights plus a masked mean summary."""
+
+    def __init__(self, cfg: DL2Config) -> None:
+        super().__init__()
+        self.J = cfg.window
+        self.enc = _mlp(NUM_JOB_FEATURES + NUM_GLOBAL_FEATURES, cfg.hidden, cfg.layers)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        b = x.shape[0]
+        jobs = x[:, : self.J * NUM_JOB_FEATURES].reshape(b, self.J, NUM_JOB_FEATURES)
+        g = x[:, self.J * NUM_JOB_FEATURES :]
+        inp = torch.cat([jobs, g.unsqueeze(1).expand(b, self.J, NUM_GLOBAL_FEATURES)], dim=2)
+        h = self.enc(inp)  # b, J, H
+        valid = jobs[:, :, F_VALID : F_VALID + 1]
+        h = h * valid
+        pooled = h.sum(dim=1) / valid.sum(dim=1).clamp(min=1.0)
+        return h, pooled, g
+
+
+class Actor(nn.Module):
+    """Policy network: input (B, J*F+G) -> action logits (B, 3J+1), unmasked."""
+
+    def __init__(self, cfg: DL2Config) -> None:
+        super().__init__()
+        self.cfg = cfg
+        n_in = cfg.window * NUM_JOB_FEATURES + NUM_GLOBAL_FEATURES
+        if cfg.arch == "flat":
+            self.trunk = _mlp(n_in, cfg.hidden, cfg.layers)
+            self.head = nn.Linear(cfg.hidden, cfg.num_actions)
+        else:
+            self.shared = _SharedTrunk(cfg)
+            self.job_head = nn.Linear(2 * cfg.hidden, 3)
+            self.void_head = nn.Sequential(
+                nn.Linear(cfg.hidden + NUM_GLOBAL_FEATURES, cfg.hidden), nn.ReLU(), nn.Linear(cfg.hidden, 1)
+            )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.cfg.arch == "flat":
+            return self.head(self.trunk(x))
+        h, pooled, g = self.shared(x)
+        b, J = h.shape[0], h.shape[1]
+        job_logits = self.job_head(torch.cat([h, pooled.unsqueeze(1).expand(b, J, h.shape[2])], dim=2))
+        void = self.void_head(torch.cat([pooled, g], dim=1))
+        return torch.cat([job_logits.reshape(b, 3 * J), void], dim=1)
+
+
+class Critic(nn.Module):
+    """Value network: input (B, J*F+G) -> state value (B,)."""
+
+    def __init__(self, cfg: DL2Config) -> None:
+        super().__init__()
+        self.cfg = cfg
+        n_in = cfg.window * NUM_JOB_FEATURES + NUM_GLOBAL_FEATURES
+        if cfg.arch == "flat":
+            self.trunk = _mlp(n_in, cfg.hidden, cfg.layers)
+            self.head = nn.Linear(cfg.hidden, 1)
+        else:
+            self.shared = _SharedTrunk(cfg)
+            self.head = nn.Sequential(
+                nn.Linear(cfg.hidden + NUM_GLOBAL_FEATURES, cfg.hidden), nn.ReLU(), nn.Linear(cfg.hidden, 1)
+            )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.cfg.arch == "flat":
+            return self.head(self.trunk(x)).squeeze(1)
+        _, pooled, g = self.shared(x)
+        return self.head(torch.cat([pooled, g], dim=1)).squeeze(1)
+
+
+def masked_log_probs(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Log-probabilities renormalised over the valid actions (invalid ones get -inf)."""
+    return torch.log_softmax(logits.masked_fill(~mask, float("-inf")), dim=-1)
+
+
+class ActorCritic(nn.Module):
+    """The actor and the critic of one DL2 model (separate networks, as in the paper)."""
+
+    def __init__(self, cfg: DL2Config) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.actor = Actor(cfg)
+        self.critic = Critic(cfg)

@@ -1,0 +1,113 @@
+"""Simulated episodes with a DL2 actor, runnable in worker processes.
+
+Workers receive the actor's weights (broadcast by the learner each iteration), run whole
+simulations with the sampled (and optionally explored) policy, and send back the inferences
+and rewards per slot. Only numpy arrays and plain values cross the process boundary.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from dl2_mesos.allocation import Allocation
+from dl2_mesos.policy.dl2.agent import NetChooser, run_slot
+from dl2_mesos.policy.dl2.config import DL2Config
+from dl2_mesos.policy.dl2.features import input_size
+from dl2_mesos.policy.dl2.learner import SlotData, stack_steps
+from dl2_mesos.policy.dl2.network import Actor
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """What one worker task simulates."""
+
+    config: dict[str, Any]  # DL2Config.to_dict()
+    actor_state: dict[str, Any]  # actor weights (cpu tensors)
+    preset: str
+    seed: int
+    sample: bool = True
+    epsilon: float = 0.0
+    chooser_seed: int = 0
+    max_slots: int | None = None
+    record: bool = True
+
+
+@dataclass
+class EpisodeResult:
+    seed: int
+    slots: list[SlotData]
+    summary: dict[str, Any]
+    truncated: bool
+    steps: int
+
+
+def make_sim(preset_name: str, seed: int, max_slots: int | None = None):
+    """A simulator for ``preset_name`` on the trace generated with ``seed``."""
+    from dataclasses import replace
+
+    from dl2_mesos.policy.sim.config import preset
+    from dl2_mesos.policy.sim.simulator import Simulator
+    from dl2_mesos.policy.sim.trace import generate_trace
+
+    sc, tc = preset(preset_name)
+    if max_slots is not None:
+        sc = replace(sc, max_slots=max_slots)
+    return Simulator(sc, generate_trace(tc, seed), seed=seed)
+
+
+def init_worker() -> None:
+    """Process initialiser: one torch thread per worker (tiny tensors; avoid contention)."""
+    torch.set_num_threads(1)
+
+
+def run_episode(spec: EpisodeSpec) -> EpisodeResult:
+    """Simulate one trace with the given weights; returns per-slot data and the run summary."""
+    cfg = DL2Config.from_dict(spec.config)
+    actor = Actor(cfg)
+    actor.load_state_dict(spec.actor_state)
+    actor.eval()
+    chooser = NetChooser(actor, sample=spec.sample, epsilon=spec.epsilon, seed=spec.chooser_seed)
+    sim = make_sim(spec.preset, spec.seed, spec.max_slots)
+    D, A = input_size(cfg.window, cfg.arch), cfg.num_actions
+    slots: list[SlotData] = []
+    n_steps = 0
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        state = sim.state()
+        while not sim.done:
+            if state.jobs:
+                with torch.inference_mode():
+                    alloc, steps = run_slot(state, cfg, chooser)
+            else:
+                alloc, steps = Allocation(), []
+            totals = {j.job_id: j.spec.epochs for j in state.jobs}
+            out = sim.step(alloc)
+            n_steps += len(steps)
+            if spec.record:
+                f, m, a = stack_steps(steps, D, A)
+                job_rewards = {k: v / totals[k] for k, v in out.epochs.items() if k in totals}
+                slots.append(SlotData(f, m, a, tuple(s.job_id for s in steps), out.reward, job_rewards))
+            state = sim.state()
+    finally:
+        torch.set_num_threads(threads)
+    metrics = sim.metrics("dl2")
+    summary = metrics.summary()
+    return EpisodeResult(spec.seed, slots, summary, bool(summary.get("truncated", False)), n_steps)
+
+
+def actor_state(actor: Actor) -> dict[str, Any]:
+    """Detached CPU copy of the actor's weights, for broadcasting to workers."""
+    return {k: v.detach().cpu().clone() for k, v in actor.state_dict().items()}
+
+
+def mean_of(results: list[EpisodeResult], key: str) -> float:
+    vals = [r.summary[key] for r in results if key in r.summary]
+    return float(np.mean(vals)) if vals else float("nan")

@@ -1,0 +1,209 @@
+"""One slot's decision state: counts given so far, the placement board, windows, features, masks.
+
+Action layout (3J + 1, the reference's): for window column i, ``3i`` = +1 worker, ``3i + 1`` =
++1 PS, ``3i + 2`` = +1 PS and +1 worker as a co-located bundle; ``3J`` = void (stop adding in
+this window).
+
+Starting point of a slot (``DL2Config.start``):
+
+* ``"current"`` (default): every job starts from the PS/worker counts it runs now, and their
+  tasks are charged on the board where they run. The policy only adds; ``void`` keeps the
+  rest as it is, so a job whose counts the policy leaves alone is never restarted. Jobs are
+  never shrunk by the policy: freed capacity comes from finishing jobs. This is what makes
+  restarts (charged by the simulator, 6 minutes each by default) rare. Jobs that run nothing
+  (new arrivals) first get a starter bundle each, in arrival order, while one fits.
+* ``"zero"``: the reference's rule: every slot starts from nothing, every job first gets a
+  starter bundle (1 PS + 1 worker) on the least-loaded agent if one fits, then the policy adds.
+
+More concurrent jobs than J: jobs that can still grow (below a cap) are cut, in arrival order,
+into successive windows of J; the policy works on one window until it picks void or nothing
+in that window can be added, then moves on to the next window within the same slot. Jobs in no
+window keep their starting counts. So 1000 concurrent jobs take ceil(1000 / J) windows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dl2_mesos.allocation import Allocation, JobAllocation, validate_allocation
+from dl2_mesos.cluster import ClusterState
+from dl2_mesos.placement import PlacementBoard
+from dl2_mesos.policy.dl2.config import DL2Config
+from dl2_mesos.policy.dl2.features import (
+    COUNT_SCALE,
+    F_CHANGED,
+    F_PS,
+    F_SHARE,
+    F_WORKERS,
+    NUM_GLOBAL_FEATURES,
+    NUM_JOB_FEATURES,
+    static_job_features,
+)
+from dl2_mesos.resources import Resources
+
+WORKER, PS, BUNDLE = 0, 1, 2
+
+
+def void_action(window: int) -> int:
+    return 3 * window
+
+
+def decode_action(action: int, window: int) -> tuple[int, int]:
+    """(column, kind) of a non-void action; kind is WORKER, PS or BUNDLE."""
+    if not 0 <= action < 3 * window:
+        raise ValueError(f"action {action} is not a job action for window {window}")
+    return action // 3, action % 3
+
+
+class SlotContext:
+    """Mutable working state of one slot's decision (never shared across slots)."""
+
+    def __init__(self, state: ClusterState, config: DL2Config) -> None:
+        self.state = state
+        self.cfg = config
+        self.J = config.window
+        jobs = state.jobs
+        n = self.n = len(jobs)
+        self.job_ids = [j.job_id for j in jobs]
+        self.static = static_job_features(state)
+        self.ps0 = np.array([j.num_ps for j in jobs], dtype=np.int64)
+        self.w0 = np.array([j.num_workers for j in jobs], dtype=np.int64)
+        self.max_ps = np.array([j.spec.max_ps for j in jobs], dtype=np.int64)
+        self.max_w = np.array([j.spec.max_workers for j in jobs], dtype=np.int64)
+        self.min_ps = np.array([j.spec.min_ps for j in jobs], dtype=np.int64)
+        self.min_w = np.array([j.spec.min_workers for j in jobs], dtype=np.int64)
+        self.ps_res: list[Resources] = [j.spec.ps for j in jobs]  # type: ignore[misc]
+        self.w_res: list[Resources] = [j.spec.worker for j in jobs]  # type: ignore[misc]
+        self.b_res = [p + w for p, w in zip(self.ps_res, self.w_res)]
+        cap = state.capacity
+        self._cap = np.array([max(cap.cpus, 1e-9), max(cap.gpus, 1e-9), max(cap.mem, 1e-9)])
+        self._has = np.array([cap.cpus > 0, cap.gpus > 0, cap.mem > 0])
+        self._psv = np.array([[r.cpus, r.gpus, r.mem] for r in self.ps_res]).reshape(n, 3)
+        self._wv = np.array([[r.cpus, r.gpus, r.mem] for r in self.w_res]).reshape(n, 3)
+        self.board = PlacementBoard(state.agents)
+        self.free = np.array([cap.cpus, cap.gpus, cap.mem], dtype=float)
+        self._nofit: set[Resources] = set()  # demands that no longer fit anywhere this slot
+        self._fit_cache: dict[Resources, bool] = {}
+        if config.start == "current":
+            for t in state.tasks:
+                self.board.charge(t.agent_id, t.resources)
+                self.free -= (t.resources.cpus, t.resources.gpus, t.resources.mem)
+            self.ps = self.ps0.copy()
+            self.w = self.w0.copy()
+        else:
+            self.ps = np.zeros(n, dtype=np.int64)
+            self.w = np.zeros(n, dtype=np.int64)
+        for i in range(n):
+            # Starter bundle (the reference's ASSIGN_BUNDLE), arrival order, for every job that
+            # has nothing yet: no job starves while capacity is free, whatever the network does.
+            if self.ps[i] == 0 and self.w[i] == 0:
+                if self.max_ps[i] >= 1:
+                    self._place(i, BUNDLE)
+                else:
+                    self._place(i, WORKER)
+        eligible = [i for i in range(n) if self.ps[i] < self.max_ps[i] or self.w[i] < self.max_w[i]]
+        self.windows: list[np.ndarray] = [
+            np.array(eligible[k : k + self.J], dtype=np.int64) for k in range(0, len(eligible), self.J)
+        ]
+
+    # -- fit checks -------------------------------------------------------------------------
+    def _fits(self, demand: Resources) -> bool:
+        if demand in self._nofit:
+            return False
+        ok = self._fit_cache.get(demand)
+        if ok is None:
+            ok = self.board.fits_anywhere(demand)
+            self._fit_cache[demand] = ok
+            if not ok:
+                # resources only shrink within a slot: it will never fit again
+                self._nofit.add(demand)
+        return ok
+
+    def _place(self, i: int, kind: int) -> bool:
+        if kind == WORKER:
+            ok = self.board.place(self.w_res[i]) is not None
+            d = self.w_res[i]
+        elif kind == PS:
+            ok = self.board.place(self.ps_res[i]) is not None
+            d = self.ps_res[i]
+        else:
+            ok = self.board.place_bundle(self.ps_res[i], self.w_res[i]) is not None
+            d = self.b_res[i]
+        self._fit_cache.clear()
+        if not ok:
+            self._nofit.add(d)
+            return False
+        if kind in (WORKER, BUNDLE):
+            self.w[i] += 1
+        if kind in (PS, BUNDLE):
+            self.ps[i] += 1
+        self.free -= (d.cpus, d.gpus, d.mem)
+        return True
+
+    # -- observation ------------------------------------------------------------------------
+    def mask(self, window: np.ndarray) -> np.ndarray:
+        """Valid actions for ``window`` (3J + 1 booleans; void is always valid)."""
+        m = np.zeros(3 * self.J + 1, dtype=bool)
+        m[-1] = True
+        for col, i in enumerate(window):
+            can_w = self.w[i] < self.max_w[i]
+            can_p = self.ps[i] < self.max_ps[i]
+            if can_w and self._fits(self.w_res[i]):
+                m[3 * col] = True
+            if can_p and self._fits(self.ps_res[i]):
+                m[3 * col + 1] = True
+            if can_w and can_p and self._fits(self.b_res[i]):
+                m[3 * col + 2] = True
+        return m
+
+    def shares(self, idx: np.ndarray) -> np.ndarray:
+        """Dominant shares of jobs ``idx`` at their in-slot counts."""
+        use = self.ps[idx, None] * self._psv[idx] + self.w[idx, None] * self._wv[idx]
+        frac = np.where(self._has, use / self._cap, 0.0)
+        return frac.max(axis=1) if len(idx) else np.zeros(0)
+
+    def features(self, window: np.ndarray, window_index: int) -> np.ndarray:
+        """The flattened network input for ``window`` (J * F + G float32)."""
+        J, F = self.J, NUM_JOB_FEATURES
+        x = np.zeros((J, F), dtype=np.float32)
+        k = len(window)
+        if k:
+            x[:k] = self.static[window]
+            x[:k, F_SHARE] = np.minimum(self.shares(window) * self.n, 4.0)
+            x[:k, F_PS] = self.ps[window] / COUNT_SCALE
+            x[:k, F_WORKERS] = self.w[window] / COUNT_SCALE
+            x[:k, F_CHANGED] = (self.ps[window] != self.ps0[window]) | (self.w[window] != self.w0[window])
+        g = np.zeros(NUM_GLOBAL_FEATURES, dtype=np.float32)
+        g[0] = self.free[0] / self._cap[0] if self._has[0] else 0.0
+        g[1] = self.free[1] / self._cap[1] if self._has[1] else 0.0
+        g[2] = min(self.n / 100.0, 10.0)
+        g[3] = float(((self.ps == 0) & (self.w == 0)).sum()) / max(self.n, 1)
+        g[4] = window_index / max(len(self.windows), 1)
+        return np.concatenate([x.ravel(), g])
+
+    # -- actions ----------------------------------------------------------------------------
+    def apply(self, window: np.ndarray, action: int) -> bool:
+        """Apply a non-void action to the job in its column; False when it could not be placed."""
+        col, kind = decode_action(action, self.J)
+        if col >= len(window):
+            raise ValueError(f"action {action} names empty column {col}")
+        i = int(window[col])
+        if (kind in (WORKER, BUNDLE) and self.w[i] >= self.max_w[i]) or (
+            kind in (PS, BUNDLE) and self.ps[i] >= self.max_ps[i]
+        ):
+            raise ValueError(f"action {action} exceeds job {self.job_ids[i]}'s caps")
+        return self._place(i, kind)
+
+    def allocation(self) -> Allocation:
+        """The counts decided so far, with jobs below their minimum dropped to nothing."""
+        out: dict[str, JobAllocation] = {}
+        for i, job_id in enumerate(self.job_ids):
+            p, w = int(self.ps[i]), int(self.w[i])
+            if p == 0 and w == 0:
+                continue
+            if p < self.min_ps[i] or w < self.min_w[i]:
+                continue  # cannot run at this size; the tasks given to it stay unused this slot
+            out[job_id] = JobAllocation(p, w)
+        alloc = Allocation(out)
+        validate_allocation(alloc, self.state)
+        return alloc

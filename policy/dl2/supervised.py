@@ -1,0 +1,174 @@
+"""Supervised warm-up: imitate a baseline scheduler's decisions (paper section 4.2).
+
+Labels. A teacher (DRF by default; any registry policy) returns target counts for a slot. The
+DL2 decision loop cannot express targets directly, so they are turned into an action sequence
+by diffing them against the slot's starting counts (see :mod:`~dl2_mesos.policy.dl2.slot`):
+window by window, for each job in arrival order, ``min(dPS, dW)`` bundle actions, then the
+remaining worker actions, then the remaining PS actions -- each labelled in the state reached
+so far -- and finally the **void** action for the window (the prototype never labelled void,
+so its network could not learn when to stop, dl2-facts 10.5). Increments that are masked
+(caps, no fit) are skipped.
+
+With ``start="current"`` only jobs that run nothing at the slot start get increments by
+default (``label_running=False``): the teacher rebuilds every slot, and copying its changes to
+running jobs would teach restarts (each costs the job ``restart_seconds``).
+
+The simulation then advances with the allocation the labels produce (the states the learner
+will itself visit), and every labelled state also gets the slot's discounted return, which
+warms up the critic.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from dl2_mesos.cluster import ClusterState
+from dl2_mesos.policy.dl2.agent import Step
+from dl2_mesos.policy.dl2.config import DL2Config
+from dl2_mesos.policy.dl2.learner import SlotData, stack_steps
+from dl2_mesos.policy.dl2.network import ActorCritic, masked_log_probs
+from dl2_mesos.policy.dl2.features import input_size
+from dl2_mesos.policy.dl2.slot import BUNDLE, PS, WORKER, SlotContext
+from dl2_mesos.policy_api import Policy
+
+logger = logging.getLogger(__name__)
+
+
+def teacher_steps(state: ClusterState, cfg: DL2Config, teacher: Policy, label_running: bool = False):
+    """Label one slot with ``teacher``'s decision; returns (allocation reached, steps)."""
+    target = teacher.decide(state)
+    ctx = SlotContext(state, cfg)
+    steps: list[Step] = []
+    void = 3 * cfg.window
+    for w_index, window in enumerate(ctx.windows):
+        for col, i in enumerate(window):
+            if not label_running and (ctx.ps0[i] or ctx.w0[i]):
+                continue
+            t = target.get_counts(ctx.job_ids[i])
+            while True:
+                dp, dw = t.num_ps - int(ctx.ps[i]), t.num_workers - int(ctx.w[i])
+                if dp > 0 and dw > 0:
+                    kinds = (BUNDLE, WORKER, PS)
+                elif dw > 0:
+                    kinds = (WORKER,)
+                elif dp > 0:
+                    kinds = (PS,)
+                else:
+                    break
+                mask = ctx.mask(window)
+                a = next((3 * col + k for k in kinds if mask[3 * col + k]), None)
+                if a is None:
+                    break  # caps or no fit: skip the rest of this job's increments
+                steps.append(Step(ctx.features(window, w_index), mask, a, ctx.job_ids[i]))
+                ctx.apply(window, a)
+        mask = ctx.mask(window)
+        if mask[:-1].any():
+            steps.append(Step(ctx.features(window, w_index), mask, void, None))
+    return ctx.allocation(), steps
+
+
+def collect_teacher_episode(sim, cfg: DL2Config, teacher: Policy, label_running: bool = False) -> list[SlotData]:
+    """Run one simulation under the teacher's labels; one SlotData per slot."""
+    D, A = input_size(cfg.window, cfg.arch), cfg.num_actions
+    state = sim.reset()
+    slots: list[SlotData] = []
+    while not sim.done:
+        if state.jobs:
+            alloc, steps = teacher_steps(state, cfg, teacher, label_running)
+        else:
+            from dl2_mesos.allocation import Allocation
+
+            alloc, steps = Allocation(), []
+        out = sim.step(alloc)
+        f, m, a = stack_steps(steps, D, A)
+        slots.append(SlotData(f, m, a, tuple(s.job_id for s in steps), out.reward))
+        state = sim.state()
+    return slots
+
+
+@dataclass(frozen=True)
+class SLConfig:
+    """Supervised warm-up settings (paper: Adam lr 0.005, batch 256; 0.001 is steadier here)."""
+
+    lr: float = 1e-3
+    batch_size: int = 256
+    epochs: int = 30
+    gamma: float = 0.9
+    train_critic: bool = True
+    seed: int = 0
+
+
+def discounted(rewards: Sequence[float], gamma: float) -> np.ndarray:
+    g = np.zeros(len(rewards))
+    acc = 0.0
+    for t in reversed(range(len(rewards))):
+        acc = rewards[t] + gamma * acc
+        g[t] = acc
+    return g
+
+
+def train_supervised(
+    net: ActorCritic,
+    episodes: Sequence[Sequence[SlotData]],
+    cfg: SLConfig,
+    progress: Callable[[int, dict[str, float]], None] | None = None,
+) -> list[dict[str, float]]:
+    """Cross-entropy training of the actor on teacher labels (+ critic on returns).
+
+    Returns per-epoch stats (``loss``: mean cross entropy, ``accuracy``: argmax agreement,
+    ``value_loss``).
+    """
+    feats, masks, acts, rets = [], [], [], []
+    for ep in episodes:
+        g = discounted([s.reward for s in ep], cfg.gamma)
+        for t, s in enumerate(ep):
+            if len(s):
+                feats.append(s.features)
+                masks.append(s.masks)
+                acts.append(s.actions)
+                rets.append(np.full(len(s), g[t], np.float32))
+    if not feats:
+        raise ValueError("no labelled samples: the teacher made no decision the loop could express")
+    X = torch.from_numpy(np.concatenate(feats))
+    M = torch.from_numpy(np.concatenate(masks))
+    Y = torch.from_numpy(np.concatenate(acts))
+    G = torch.from_numpy(np.concatenate(rets))
+    n = len(Y)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    opt_a = torch.optim.Adam(net.actor.parameters(), lr=cfg.lr)
+    opt_c = torch.optim.Adam(net.critic.parameters(), lr=cfg.lr)
+    history = []
+    net.train()
+    for epoch in range(cfg.epochs):
+        perm = torch.randperm(n, generator=gen)
+        tot = {"loss": 0.0, "accuracy": 0.0, "value_loss": 0.0}
+        for k in range(0, n, cfg.batch_size):
+            idx = perm[k : k + cfg.batch_size]
+            x, m, y = X[idx], M[idx], Y[idx]
+            logits = net.actor(x)
+            logp = masked_log_probs(logits, m)
+            loss = nn.functional.nll_loss(logp, y)
+            opt_a.zero_grad()
+            loss.backward()
+            opt_a.step()
+            tot["loss"] += loss.item() * len(idx)
+            tot["accuracy"] += float((logp.argmax(1) == y).float().sum())
+            if cfg.train_critic:
+                vl = nn.functional.mse_loss(net.critic(x), G[idx])
+                opt_c.zero_grad()
+                vl.backward()
+                opt_c.step()
+                tot["value_loss"] += vl.item() * len(idx)
+        stats = {k: v / n for k, v in tot.items()}
+        stats["samples"] = float(n)
+        history.append(stats)
+        if progress is not None:
+            progress(epoch, stats)
+    net.eval()
+    return history

@@ -1,0 +1,252 @@
+"""Training drivers: supervised warm-up and actor-critic RL in the simulator.
+
+RL loop (synchronous, A2C-like, paper section 4.3): each iteration the learner broadcasts the
+actor's weights to ``workers`` processes, each simulates one training trace with the sampled
+policy and job-aware exploration, the trajectories go into the replay buffer, and the learner
+makes ``updates_per_iteration`` mini-batch updates. Every ``eval_every`` iterations the greedy
+policy is run on validation seeds (disjoint from training and evaluation seeds) and the best
+model so far is saved as ``best.pt``; ``last.pt`` (with optimiser state) allows ``--resume``.
+Logs: ``log.csv`` (one row per iteration), optional TensorBoard, ``curve.png``.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import multiprocessing as mp
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from dl2_mesos.policy.dl2.checkpoint import load_checkpoint, save_checkpoint
+from dl2_mesos.policy.dl2.config import DL2Config
+from dl2_mesos.policy.dl2.learner import Learner, LearnerConfig, SlotData
+from dl2_mesos.policy.dl2.network import ActorCritic
+from dl2_mesos.policy.dl2.rollout import EpisodeResult, EpisodeSpec, actor_state, init_worker, make_sim, run_episode
+from dl2_mesos.policy.dl2.supervised import SLConfig, collect_teacher_episode, train_supervised
+
+logger = logging.getLogger(__name__)
+
+#: Seed ranges: training traces, validation (model selection), evaluation (reported results).
+TRAIN_SEEDS = tuple(range(1, 101))
+VALIDATION_SEEDS = (1001, 1002)
+EVALUATION_SEEDS = tuple(range(101, 111))
+
+
+@dataclass(frozen=True)
+class RLConfig:
+    """RL run settings."""
+
+    preset: str = "reference"
+    iterations: int = 100
+    workers: int = 2
+    episodes_per_iteration: int = 2
+    updates_per_iteration: int = 16
+    epsilon: float = 0.4  # job-aware exploration (0 = the ablation without it)
+    train_seeds: tuple[int, ...] = TRAIN_SEEDS
+    eval_seeds: tuple[int, ...] = VALIDATION_SEEDS
+    eval_every: int = 5
+    max_slots: int | None = None
+    seed: int = 0
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
+    tensorboard: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["train_seeds"] = [min(self.train_seeds), max(self.train_seeds)] if self.train_seeds else []
+        return d
+
+
+class _Runner:
+    """Runs episode specs in a process pool (or inline when workers == 0)."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.pool = mp.get_context("spawn").Pool(workers, initializer=init_worker) if workers > 0 else None
+
+    def map(self, specs: Sequence[EpisodeSpec]) -> list[EpisodeResult]:
+        if self.pool is None:
+            return [run_episode(s) for s in specs]
+        return self.pool.map(run_episode, specs)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+            self.pool.join()
+            self.pool = None
+
+
+def evaluate_greedy(net: ActorCritic, preset: str, seeds: Sequence[int], runner: _Runner,
+                    max_slots: int | None = None) -> float:
+    """Mean average JCT (s) of the greedy policy over ``seeds``."""
+    sd = actor_state(net.actor)
+    specs = [EpisodeSpec(net.cfg.to_dict(), sd, preset, s, sample=False, max_slots=max_slots, record=False)
+             for s in seeds]
+    return float(np.mean([r.summary["avg_jct"] for r in runner.map(specs)]))
+
+
+def run_rl(
+    out_dir: str | Path,
+    cfg: RLConfig,
+    model_cfg: DL2Config | None = None,
+    init: str | Path | None = None,
+    resume: bool = False,
+    progress: Callable[[int, dict[str, float]], None] | None = None,
+) -> dict[str, Any]:
+    """Train with RL; writes log.csv, last.pt, best.pt and curve.png under ``out_dir``.
+
+    Args:
+        init: checkpoint to start from (e.g. the supervised warm-up); None = random weights.
+        resume: continue from ``out_dir/last.pt`` (weights, optimiser, iteration count).
+    Returns a summary (best validation JCT, wall time, iterations).
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(cfg.seed)
+    start_it, optim_state, best = 0, None, float("inf")
+    meta: dict[str, Any] = {}
+    if resume and (out / "last.pt").is_file():
+        lm = load_checkpoint(out / "last.pt")
+        net, optim_state = lm.net, lm.optim
+        start_it = int(lm.meta.get("iteration", 0))
+        best = float(lm.meta.get("best_val_jct", float("inf")))
+        meta = lm.meta
+    elif init is not None:
+        net = load_checkpoint(init).net
+        meta = {"init": str(init)}
+    else:
+        net = ActorCritic(model_cfg or DL2Config())
+    learner = Learner(net, cfg.learner, optim_state)
+    runner = _Runner(cfg.workers)
+    log_path = out / "log.csv"
+    new_log = not (resume and log_path.is_file())
+    fields = ["iteration", "wall_s", "train_avg_jct", "train_reward", "steps", "samples", "val_avg_jct",
+              "policy_loss", "value_loss", "entropy", "entropy_weight", "advantage_abs"]
+    tb = None
+    if cfg.tensorboard:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+
+            tb = SummaryWriter(str(out / "tb"))
+        except ImportError:
+            logger.warning("tensorboard is not installed; logging to CSV only")
+    t0 = time.time() - float(meta.get("wall_s", 0.0))
+    rng = np.random.default_rng(cfg.seed + start_it)
+    try:
+        with open(log_path, "w" if new_log else "a", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=fields)
+            if new_log:
+                w.writeheader()
+            if new_log and start_it == 0:
+                val = evaluate_greedy(net, cfg.preset, cfg.eval_seeds, runner, cfg.max_slots)
+                best = val
+                save_checkpoint(out / "best.pt", net, meta={"iteration": 0, "val_avg_jct": val})
+                w.writerow({"iteration": 0, "wall_s": round(time.time() - t0, 1), "val_avg_jct": val})
+                fh.flush()
+            for it in range(start_it + 1, cfg.iterations + 1):
+                sd = actor_state(net.actor)
+                seeds = rng.choice(cfg.train_seeds, size=cfg.episodes_per_iteration)
+                specs = [EpisodeSpec(net.cfg.to_dict(), sd, cfg.preset, int(s), sample=True, epsilon=cfg.epsilon,
+                                     chooser_seed=int(cfg.seed * 100003 + it * 101 + k), max_slots=cfg.max_slots)
+                         for k, s in enumerate(seeds)]
+                results = runner.map(specs)
+                samples = sum(learner.add_trajectory(r.slots, terminal=not r.truncated) for r in results)
+                stats = learner.update(cfg.updates_per_iteration)
+                row: dict[str, Any] = {
+                    "iteration": it,
+                    "wall_s": round(time.time() - t0, 1),
+                    "train_avg_jct": float(np.mean([r.summary["avg_jct"] for r in results])),
+                    "train_reward": float(np.mean([sum(s.reward for s in r.slots) for r in results])),
+                    "steps": sum(r.steps for r in results),
+                    "samples": samples,
+                    **{k: round(v, 5) for k, v in stats.items()},
+                }
+                if it % cfg.eval_every == 0 or it == cfg.iterations:
+                    val = evaluate_greedy(net, cfg.preset, cfg.eval_seeds, runner, cfg.max_slots)
+                    row["val_avg_jct"] = val
+                    if val < best:
+                        best = val
+                        save_checkpoint(out / "best.pt", net, meta={"iteration": it, "val_avg_jct": val,
+                                                                      "wall_s": row["wall_s"]})
+                w.writerow({k: row.get(k, "") for k in fields})
+                fh.flush()
+                if tb is not None:
+                    for k, v in row.items():
+                        if isinstance(v, (int, float)) and k != "iteration":
+                            tb.add_scalar(k, v, it)
+                meta_last = {"iteration": it, "best_val_jct": best, "wall_s": row["wall_s"],
+                             "rl_config": cfg.to_dict()}
+                save_checkpoint(out / "last.pt", net, meta=meta_last, optim=learner.optim_state())
+                if progress is not None:
+                    progress(it, row)
+    finally:
+        runner.close()
+        if tb is not None:
+            tb.close()
+    plot_curve(log_path, out / "curve.png")
+    return {"best_val_avg_jct": best, "wall_s": time.time() - t0, "iterations": cfg.iterations}
+
+
+def run_sl(
+    out_path: str | Path,
+    model_cfg: DL2Config,
+    teacher: str = "drf",
+    preset: str = "reference",
+    seeds: Sequence[int] = tuple(range(1, 9)),
+    sl_cfg: SLConfig | None = None,
+    label_running: bool = False,
+    max_slots: int | None = None,
+    progress: Callable[[int, dict[str, float]], None] | None = None,
+) -> dict[str, Any]:
+    """Generate teacher labels on ``seeds`` and train a fresh model on them; saves to ``out_path``."""
+    from dl2_mesos.policy.registry import make_policy
+
+    sl_cfg = sl_cfg or SLConfig()
+    torch.manual_seed(sl_cfg.seed)
+    t0 = time.time()
+    episodes: list[list[SlotData]] = []
+    for s in seeds:
+        sim = make_sim(preset, int(s), max_slots)
+        episodes.append(collect_teacher_episode(sim, model_cfg, make_policy(teacher), label_running))
+    t_data = time.time() - t0
+    net = ActorCritic(model_cfg)
+    hist = train_supervised(net, episodes, sl_cfg, progress)
+    meta = {"phase": "sl", "teacher": teacher, "preset": preset, "seeds": [int(s) for s in seeds],
+            "sl_config": asdict(sl_cfg), "final": hist[-1], "data_s": t_data, "wall_s": time.time() - t0}
+    save_checkpoint(out_path, net, meta=meta)
+    return meta
+
+
+def plot_curve(log_csv: str | Path, png: str | Path) -> None:
+    """Learning curve (train and validation average JCT against iteration) as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    its, tr, vits, val = [], [], [], []
+    with open(log_csv, newline="") as fh:
+        for row in csv.DictReader(fh):
+            if row.get("train_avg_jct"):
+                its.append(int(row["iteration"]))
+                tr.append(float(row["train_avg_jct"]))
+            if row.get("val_avg_jct"):
+                vits.append(int(row["iteration"]))
+                val.append(float(row["val_avg_jct"]))
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if its:
+        ax.plot(its, tr, label="training episodes (sampled + exploration)", alpha=0.6)
+    if vits:
+        ax.plot(vits, val, marker="o", label="validation (greedy)")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("average JCT (s)")
+    ax.set_title("DL2 RL learning curve")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
