@@ -46,12 +46,16 @@ def _wait(pred, timeout, what, interval=0.2):
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
-def _replica(cluster, zk_url, port, tmp_path, name):
+EXECUTORS = {"fake": f"{sys.executable} {FAKE_EXECUTOR}", "project": f"{sys.executable} -m dl2_mesos.executor"}
+MXNET_PROGRAM = ["python", "-m", "dl2_mesos.programs.mxnet_mlp", "--batch-sleep", "0.02", "--batches-per-epoch", "20"]
+
+
+def _replica(cluster, zk_url, port, tmp_path, name, executor="fake"):
     env = dict(os.environ, DL2_TASK_ENV=json.dumps({"FAKE_EPS": "0.1"}), DL2_ZK_TIMEOUT="4s",
-               DL2_OFFER_WAIT="1s", DL2_RESCALE_RESEND="1s", DL2_KILL_GRACE="2s")
+               DL2_OFFER_WAIT="1s", DL2_RESCALE_RESEND="1s", DL2_KILL_GRACE="5s", DL2_PROGRESS_INTERVAL="1s")
     log = open(tmp_path / f"{name}.log", "wb")
     cmd = [DL2, "framework", "--master", cluster.master, "--zk", zk_url, "--policy", "fifo", "--slot", "2s",
-           "--api", f"127.0.0.1:{port}", "--executor-command", f"{sys.executable} {FAKE_EXECUTOR}",
+           "--api", f"127.0.0.1:{port}", "--executor-command", EXECUTORS[executor],
            "--checkpoint-root", f"file://{tmp_path}/ckpt", "--api-token", "tok"]
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
@@ -66,28 +70,32 @@ def _stop(p):
             p.wait()
 
 
-def test_leader_sigkill_standby_takes_over_and_jobs_finish(zookeeper, tmp_path):
+@pytest.mark.parametrize("executor", ["fake", "project"])
+def test_leader_sigkill_standby_takes_over_and_jobs_finish(zookeeper, tmp_path, executor):
+    """``fake``: tests/framework/fake_executor.py; ``project``: python -m dl2_mesos.executor running MXNet jobs."""
+    job = {"job_type": "resnet-50", "epochs": 2, **TINY}
+    if executor == "project":
+        job.update(epochs=25, command=MXNET_PROGRAM, runtime="mxnet")
     zk_url = zookeeper.url(f"/dl2-failover-{uuid.uuid4().hex[:6]}")
     ports = [free_port(), free_port()]
     urls = [f"http://127.0.0.1:{p}" for p in ports]
     auth = {"Authorization": "Bearer tok"}
     with LocalCluster(agents=2, cpus=4, gpus=0, mem="4GiB", status_update_retry_interval=1.0,
                       executor_shutdown_grace_period=2.0) as cluster:
-        procs = [_replica(cluster, zk_url, ports[0], tmp_path, "r0")]
+        procs = [_replica(cluster, zk_url, ports[0], tmp_path, "r0", executor)]
         try:
             _wait(lambda: (_get(urls[0] + "/health") or {}).get("registered"), 30, "first replica to lead")
-            procs.append(_replica(cluster, zk_url, ports[1], tmp_path, "r1"))
+            procs.append(_replica(cluster, zk_url, ports[1], tmp_path, "r1", executor))
             _wait(lambda: (_get(urls[1] + "/health") or {}).get("role") == "standby", 30, "standby up")
             assert _get(urls[1] + "/health")["leader"] == urls[0]
             fw_id = _get(urls[0] + "/api/v1/cluster")["framework_id"]
             ids = []
             for i in range(2):
-                r = requests.post(urls[0] + "/api/v1/jobs", json={"job_type": "resnet-50", "epochs": 2, "name": f"f{i}", **TINY},
-                                  headers=auth, timeout=10)
+                r = requests.post(urls[0] + "/api/v1/jobs", json={**job, "name": f"f{i}"}, headers=auth, timeout=10)
                 assert r.status_code == 201, r.text
                 ids.append(r.json()["id"])
             # through the standby: it answers 307 naming the leader; the client CLI follows with its token
-            spec = {"job_type": "resnet-50", "epochs": 2, "name": "f2", **TINY}
+            spec = {**job, "name": "f2"}
             r = requests.post(urls[1] + "/api/v1/jobs", json=spec, headers=auth, timeout=10, allow_redirects=False)
             assert r.status_code == 307 and r.headers["location"] == urls[0] + "/api/v1/jobs"
             ids.append(_call("POST", urls[1], "/api/v1/jobs", "tok", spec)["id"])
