@@ -1,0 +1,286 @@
+"""``dl2 demo``: the whole system on one machine, on embedded defaults.
+
+It starts the Mesos-compatible local cluster (a few agents), one framework replica with the
+chosen policy (the shipped DL2 model by default), a state store (an embedded ZooKeeper when
+Java and ZooKeeper are installed, else a local file store) and checkpoints on ``file://``; it
+submits a small workload of real training jobs (the reference MXNet program) through the HTTP
+API, shows live progress (jobs, per-slot allocations, rescales), and ends with a JCT summary
+and the status page's address. Ctrl-C stops everything, leaving no process behind.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+import requests
+
+from dl2_mesos.testing.zookeeper import ZooKeeperServer, free_port, zookeeper_available
+
+logger = logging.getLogger(__name__)
+
+#: The demo workload: (job type, epochs, submit after seconds). Types differ so the policy has
+#: something to tell apart; every job runs the reference MXNet program (a small MLP).
+WORKLOAD: tuple[tuple[str, float, float], ...] = (
+    ("resnet-50", 6.0, 0.0),
+    ("dssm", 4.0, 0.0),
+    ("seq2seq", 5.0, 10.0),
+    ("vgg-16", 4.0, 25.0),
+    ("wlm", 3.0, 40.0),
+    ("inception-bn", 4.0, 55.0),
+)
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    """What the demo measured."""
+
+    policy: str
+    jobs: tuple[dict[str, Any], ...]  # id, job_type, phase, jct_seconds, rescales
+    status_url: str
+    wall_seconds: float
+
+    @property
+    def avg_jct(self) -> float | None:
+        jcts = [j["jct_seconds"] for j in self.jobs if j["jct_seconds"] is not None]
+        return statistics.fmean(jcts) if jcts else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"policy": self.policy, "avg_jct": self.avg_jct, "jobs": list(self.jobs),
+                "status_url": self.status_url, "wall_seconds": self.wall_seconds}
+
+
+class Stopped(Exception):
+    """Ctrl-C or SIGTERM while the demo ran."""
+
+
+def _dl2_command() -> list[str]:
+    exe = Path(sys.executable).with_name("dl2")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "dl2_mesos.cli"]
+
+
+def _wait_http(url: str, timeout: float, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise click.ClickException(f"the framework exited with code {proc.returncode} while starting")
+        try:
+            if requests.get(url, timeout=1).status_code < 500:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.3)
+    raise click.ClickException(f"{url} did not answer within {timeout:.0f}s")
+
+
+def _jct(job: dict[str, Any]) -> float | None:
+    fin = (job.get("phase_times") or {}).get("finished")
+    return None if fin is None else round(fin - job["submitted_at"], 1)
+
+
+class _Progress:
+    """Prints what changed since the last poll: phases, allocations, rescales, one line each."""
+
+    def __init__(self, echo: Any) -> None:
+        self.echo = echo
+        self.seen: dict[str, tuple] = {}
+        self.slot: int | None = None
+
+    def update(self, elapsed: float, cluster: dict[str, Any], jobs: list[dict[str, Any]]) -> None:
+        slot = cluster.get("slot")
+        if slot != self.slot and slot is not None:
+            self.slot = slot
+            running = [j for j in jobs if j["phase"] in ("running", "rescaling")]
+            alloc = ", ".join(f"{j['id']}={j['num_ps']}ps/{j['num_workers']}w" for j in running) or "-"
+            self.echo(f"[{elapsed:6.1f}s] slot {slot}: {len(running)} running, allocation: {alloc}")
+        for j in jobs:
+            key = (j["phase"], j["num_ps"], j["num_workers"], j["rescales"])
+            old = self.seen.get(j["id"])
+            if old == key:
+                continue
+            self.seen[j["id"]] = key
+            ep = f"{j['epochs_done']:.1f}/{j['epochs']:g} epochs"
+            if old is None:
+                self.echo(f"[{elapsed:6.1f}s]   {j['id']} ({j['job_type']}) submitted")
+            elif old[3] != key[3]:
+                self.echo(f"[{elapsed:6.1f}s]   {j['id']} rescaled to {key[1]} PS + {key[2]} workers ({ep})")
+            elif old[0] != key[0]:
+                self.echo(f"[{elapsed:6.1f}s]   {j['id']} {old[0]} -> {j['phase']} ({ep})")
+            else:
+                self.echo(f"[{elapsed:6.1f}s]   {j['id']} now {key[1]} PS + {key[2]} workers ({ep})")
+
+
+def run_demo(*, policy: str = "dl2", agents: int = 3, cpus: float = 8, gpus: int = 2, mem: str = "16GiB",
+             num_jobs: int = len(WORKLOAD), slot: str = "20s", state: str = "auto", api_port: int = 0,
+             timeout: float = 900.0, workdir: str | None = None, keep_running: bool = False,
+             echo: Any = click.echo, json_out: str | None = None) -> DemoResult:
+    """Run the demo and return what it measured (see the module docstring).
+
+    Raises:
+        Stopped: on Ctrl-C / SIGTERM (everything started has been stopped by then).
+        click.ClickException: when a part fails to start or the jobs do not finish in ``timeout``.
+    """
+    from dl2_mesos.testing.localcluster import LocalCluster
+
+    own_dir = workdir is None
+    root = Path(workdir or tempfile.mkdtemp(prefix="dl2-demo-"))
+    root.mkdir(parents=True, exist_ok=True)
+    zk: ZooKeeperServer | None = None
+    framework: subprocess.Popen | None = None
+    cluster: LocalCluster | None = None
+    stop_flag = {"stop": False}
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop_flag["stop"] = True
+
+    old_handlers = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    t0 = time.monotonic()
+    try:
+        if state == "zookeeper" or (state == "auto" and zookeeper_available()):
+            zk = ZooKeeperServer(workdir=str(root / "zookeeper")).start()
+            zk_arg = zk.url("/dl2-demo")
+            echo(f"state store: embedded ZooKeeper at {zk.hosts}")
+        else:
+            zk_arg = "none"
+            echo(f"state store: local files in {root / 'state'}")
+        cluster = LocalCluster(agents=agents, cpus=cpus, gpus=gpus, mem=mem, work_dir=str(root / "agents"),
+                               executor_shutdown_grace_period=20.0)
+        cluster.start()
+        echo(f"local Mesos-compatible master: {cluster.master_url} ({agents} agents, "
+             f"{cpus:g} cpus / {gpus} gpus / {mem} each)")
+        port = api_port or free_port()
+        api = f"http://127.0.0.1:{port}"
+        cmd = _dl2_command() + [
+            "framework", "--master", cluster.mesos_master, "--zk", zk_arg, "--state-dir", str(root / "state"),
+            "--policy", policy, "--slot", slot, "--api", f"127.0.0.1:{port}",
+            "--executor-command", f"{sys.executable} -m dl2_mesos.executor",
+            "--checkpoint-root", (root / "checkpoints").resolve().as_uri(),
+        ]
+        log = open(root / "framework.log", "ab")
+        framework = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        _wait_http(f"{api}/health", 60, framework)
+        echo(f"framework ({policy} policy, {slot} slots): {api}  (log: {root / 'framework.log'})")
+
+        workload = [WORKLOAD[i % len(WORKLOAD)] for i in range(num_jobs)]
+        pending = sorted(((after, jt, ep) for jt, ep, after in workload), key=lambda x: x[0])
+        progress = _Progress(echo)
+        submitted: list[str] = []
+        start = time.monotonic()
+        deadline = start + timeout
+        done = False
+        while not done:
+            if stop_flag["stop"]:
+                raise Stopped()
+            if time.monotonic() > deadline:
+                raise click.ClickException(f"jobs did not finish within {timeout:.0f}s (see {root / 'framework.log'})")
+            if framework.poll() is not None:
+                raise click.ClickException(f"the framework exited with code {framework.returncode}")
+            elapsed = time.monotonic() - start
+            while pending and pending[0][0] <= elapsed:
+                _after, jt, ep = pending.pop(0)
+                r = requests.post(f"{api}/api/v1/jobs", json={"job_type": jt, "epochs": ep}, timeout=10)
+                if r.status_code != 201:
+                    raise click.ClickException(f"submit {jt} failed: {r.status_code} {r.text}")
+                submitted.append(r.json()["id"])
+            try:
+                jobs = requests.get(f"{api}/api/v1/jobs", timeout=5).json()["jobs"]
+                cluster_view = requests.get(f"{api}/api/v1/cluster", timeout=5).json()
+            except (requests.RequestException, ValueError, KeyError) as exc:
+                logger.info("poll failed: %s", exc)
+                time.sleep(1)
+                continue
+            progress.update(elapsed, cluster_view, jobs)
+            mine = [j for j in jobs if j["id"] in submitted]
+            done = not pending and len(mine) == num_jobs and all(
+                j["phase"] in ("finished", "failed", "cancelled") for j in mine)
+            time.sleep(1.0)
+
+        final = {jid: requests.get(f"{api}/api/v1/jobs/{jid}", timeout=5).json() for jid in submitted}
+        rows = tuple(
+            {"id": jid, "job_type": final[jid]["job_type"], "phase": final[jid]["phase"],
+             "jct_seconds": _jct(final[jid]), "rescales": final[jid]["rescales"]}
+            for jid in submitted
+        )
+        result = DemoResult(policy, rows, f"{api}/", round(time.monotonic() - t0, 1))
+        echo("")
+        echo(f"{'job':<28} {'type':<24} {'phase':<10} {'JCT (s)':>8} {'rescales':>8}")
+        for r in rows:
+            jct = "-" if r["jct_seconds"] is None else f"{r['jct_seconds']:.1f}"
+            echo(f"{r['id']:<28} {r['job_type']:<24} {r['phase']:<10} {jct:>8} {r['rescales']:>8}")
+        avg = result.avg_jct
+        echo(f"average JCT: {'-' if avg is None else f'{avg:.1f}s'} over {len(rows)} jobs, policy {policy}, "
+             f"wall {result.wall_seconds:.0f}s")
+        echo(f"status page: {api}/  (the webui_url the Mesos UI links to)")
+        if json_out:
+            Path(json_out).write_text(json.dumps(result.to_dict(), indent=2))
+        if keep_running:
+            echo("services keep running; press Ctrl-C to stop")
+            while not stop_flag["stop"]:
+                if framework.poll() is not None:
+                    break
+                time.sleep(0.5)
+        return result
+    finally:
+        if framework is not None and framework.poll() is None:
+            framework.terminate()
+            try:
+                framework.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(framework.pid, signal.SIGKILL)
+                framework.wait()
+        if cluster is not None:
+            cluster.stop()
+        if zk is not None:
+            zk.stop()
+        for s, h in old_handlers.items():
+            signal.signal(s, h)
+        if own_dir and not keep_running:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+@click.command()
+@click.option("--policy", default="dl2", show_default=True, help="dl2 | drf | tetris | optimus | fifo | srtf.")
+@click.option("--agents", default=3, show_default=True, type=click.IntRange(1, 64))
+@click.option("--cpus", default=8.0, show_default=True, type=click.FloatRange(1))
+@click.option("--gpus", default=2, show_default=True, type=click.IntRange(0, 16))
+@click.option("--mem", default="16GiB", show_default=True)
+@click.option("--jobs", "num_jobs", default=len(WORKLOAD), show_default=True, type=click.IntRange(1, 100))
+@click.option("--slot", default="20s", show_default=True, help="Slot length (short, so the demo takes minutes).")
+@click.option("--state", type=click.Choice(["auto", "zookeeper", "file"]), default="auto", show_default=True,
+              help="auto: embedded ZooKeeper when Java and ZooKeeper are installed, else local files.")
+@click.option("--api-port", default=0, type=click.IntRange(0, 65535), help="Framework API/status page port.")
+@click.option("--timeout", default=900.0, show_default=True, type=click.FloatRange(10))
+@click.option("--workdir", default=None, type=click.Path(file_okay=False), help="Keep sandboxes/logs here.")
+@click.option("--keep-running/--no-keep-running", default=None,
+              help="Keep the cluster and status page up after the summary (default: when on a terminal).")
+@click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False), help="Write the result here.")
+def demo(policy: str, agents: int, cpus: float, gpus: int, mem: str, num_jobs: int, slot: str, state: str,
+         api_port: int, timeout: float, workdir: str | None, keep_running: bool | None,
+         json_out: str | None) -> None:
+    """Run the local-cluster demo: real training jobs scheduled by the DL2 policy."""
+    from dl2_mesos.policy.registry import policy_names
+
+    if policy not in policy_names():
+        raise click.BadParameter(f"unknown policy {policy!r}; known: {', '.join(policy_names())}",
+                                 param_hint="--policy")
+    if keep_running is None:
+        keep_running = sys.stdout.isatty()
+    try:
+        run_demo(policy=policy, agents=agents, cpus=cpus, gpus=gpus, mem=mem, num_jobs=num_jobs, slot=slot,
+                 state=state, api_port=api_port, timeout=timeout, workdir=workdir, keep_running=keep_running,
+                 json_out=json_out)
+    except Stopped:
+        click.echo("stopped; every process has been shut down", err=True)
+        sys.exit(130)
