@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .agent import Agent, AgentConfig
+from .agent import Agent
+from .agent_records import AgentConfig
 from .http_app import HttpServer, agent_app, master_app
 from .master import Master, MasterConfig
 from .resources import parse_size_mib

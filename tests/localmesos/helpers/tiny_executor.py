@@ -2,7 +2,8 @@
 
 Each task's ``data`` is base64 JSON: {"run_seconds": s} finishes the task after s seconds with
 ``final_state`` (default TASK_FINISHED); without it the task runs until killed. With
-{"report": true} it sends the scheduler a framework message with its environment. Framework
+{"report": true} it sends the scheduler a framework message with its environment; {"exit_code": n} makes the
+executor process exit with n right after TASK_RUNNING. Framework
 messages are echoed back as ``echo:<data>``.
 """
 
@@ -48,6 +49,9 @@ class TinyExecutor(Executor):
                 env["cwd"] = os.getcwd()
                 env["task_id"] = task_id["value"]
                 driver.sendFrameworkMessage(encode_data(json.dumps(env).encode()))
+            if "exit_code" in spec:  # the executor dies with its task still running
+                time.sleep(0.2)
+                os._exit(spec["exit_code"])
             if "run_seconds" in spec:
                 time.sleep(spec["run_seconds"])
                 update(driver, task_id, spec.get("final_state", "TASK_FINISHED"), "done")
