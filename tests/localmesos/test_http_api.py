@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import httpx
 import pytest
@@ -332,3 +333,39 @@ def test_version_health_and_state_shape(cluster):
     assert {"id", "pid", "hostname", "slaves", "frameworks", "completed_frameworks", "leader_info"} <= set(s)
     assert s["slaves"][0]["resources"]["ports"].startswith("[")
     assert httpx.get(f"http://{list(cluster.agents.values())[0]}/state").json()["id"] in cluster.agent_ids
+
+
+def _read_events(resp: httpx.Response, seconds: float) -> list[dict]:
+    """Parse RecordIO records from a streaming response for about ``seconds``."""
+    events, buf, deadline = [], b"", time.monotonic() + seconds
+    for chunk in resp.iter_raw():
+        buf += chunk
+        while b"\n" in buf:
+            length, rest = buf.split(b"\n", 1)
+            if len(rest) < int(length):
+                break
+            events.append(json.loads(rest[: int(length)]))
+            buf = rest[int(length) :]
+        if time.monotonic() > deadline:
+            break
+    return events
+
+
+def test_raw_subscribe_stream_and_gpu_filtering(cluster):
+    """Over plain HTTP: 200 chunked RecordIO with Mesos-Stream-Id; a framework without GPU_RESOURCES gets
+    no offers from GPU agents (every agent here has a GPU), one with it does."""
+    url = cluster.master_url + "/api/v1/scheduler"
+    for caps, expect_offers in (([], False), ([{"type": "GPU_RESOURCES"}], True)):
+        body = {
+            "type": "SUBSCRIBE",
+            "subscribe": {"framework_info": {"user": "", "name": "raw", "capabilities": caps}},
+        }
+        with httpx.stream("POST", url, json=body, timeout=10) as resp:
+            assert resp.status_code == 200 and resp.headers["transfer-encoding"] == "chunked"
+            assert resp.headers["mesos-stream-id"]
+            events = _read_events(resp, 1.5)
+        assert (
+            events[0]["type"] == "SUBSCRIBED" and events[0]["subscribed"]["heartbeat_interval_seconds"] == 1.0
+        )
+        assert any(e["type"] == "HEARTBEAT" for e in events)
+        assert any(e["type"] == "OFFERS" for e in events) == expect_offers
