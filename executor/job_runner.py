@@ -330,7 +330,22 @@ class JobRunner:
         code = p.poll()
         why = f"{p.name} (pid {p.pid}) exited with {code}" + (f": {p.log_tail(400)}" if p.log_tail(400) else "")
         logger.warning("job %s: %s", self.job_id, why)
+        remote = self._remote_peers()
+        if remote:
+            # Peers on other agents keep talking to the dead process (ps-lite/gloo cannot re-admit a
+            # node), so a restart here cannot work: fail fast and let the framework relaunch the job
+            # as a new generation (fresh ports, every executor restarted from the checkpoint).
+            self._fail_all(f"{why}; not restarted here: the job also runs on other agents "
+                           f"({len(remote)} task(s)), so the framework relaunches it")
+            return
         self._restart(why)
+
+    def _remote_peers(self) -> list[str]:
+        """Task ids of the current generation that belong to other executors."""
+        c = self.cluster
+        local = set(self.tasks) | set(self.held)
+        # the scheduler endpoint shares PS rank 0's task id, so servers and workers cover every task
+        return sorted({e.task_id for e in (*c.servers, *c.workers)} - local)
 
     def _restart(self, why: str) -> None:
         self.restarts += 1

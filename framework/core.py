@@ -376,7 +376,9 @@ class SchedulerCore:
 
     def _maybe_finish(self, job: JobRecord) -> None:
         # the training program exits 0 on every worker once the job's epochs are done
-        workers = [t for t in job.tasks.values() if t.role == "worker" and not t.killing]
+        # records of workers that failed or were lost earlier (and were replaced) do not count
+        workers = [t for t in job.tasks.values() if t.role == "worker" and not t.killing
+                   and (t.live or t.state == "TASK_FINISHED")]
         if workers and all(t.state == "TASK_FINISHED" for t in workers):
             job.epochs_done = max(job.epochs_done, float(job.spec.epochs))
             self._end_job(job, JobPhase.FINISHED, "workers finished")

@@ -1,0 +1,43 @@
+"""Regressions found by the fault suite, pinned on the scheduler core (no Mesos, memory store)."""
+
+from __future__ import annotations
+
+from dl2_mesos.config import Config
+from dl2_mesos.framework import events as ev
+from dl2_mesos.framework.core import SchedulerCore
+from dl2_mesos.framework.kv import MemoryKV
+from dl2_mesos.framework.records import TaskRecord
+from dl2_mesos.framework.state_store import StateStore
+from dl2_mesos.jobs import JobSpec
+from dl2_mesos.policy.registry import make_policy
+from dl2_mesos.resources import Resources
+
+
+class _Driver:
+    def __getattr__(self, name):
+        return lambda *a, **k: None
+
+
+def _task(job_id: str, n: int, role: str, generation: int, state: str) -> TaskRecord:
+    return TaskRecord(task_id=f"{job_id}.{role}.{n}", job_id=job_id, role=role, rank=0, agent_id="a1",
+                      hostname="h", ports=[31000 + n], resources=Resources(1, 0, 256), executor_id="e",
+                      generation=generation, state=state)
+
+
+def test_job_finishes_when_current_workers_finish_despite_an_earlier_failed_worker():
+    """An executor SIGKILL leaves a TASK_FAILED worker record of generation 0; after the relaunch
+    the generation-1 workers finish: the job must be finished, not relaunched forever."""
+    core = SchedulerCore(Config(policy="fifo"), make_policy("fifo"), StateStore(MemoryKV()))
+    core.restore()
+    core.handle(ev.Registered(_Driver(), "fw-1", "m:5050", False))
+    job = core.submit(JobSpec(job_type="resnet-50", epochs=2))
+    old = _task(job.job_id, 1, "worker", 0, "TASK_FAILED")
+    ps = _task(job.job_id, 2, "ps", 1, "TASK_RUNNING")
+    new = _task(job.job_id, 3, "worker", 1, "TASK_RUNNING")
+    for t in (old, ps, new):
+        job.tasks[t.task_id] = t
+        core.task_index[t.task_id] = job.job_id
+    job.generation = 1
+    core.handle(ev.StatusUpdate({"task_id": {"value": new.task_id}, "state": "TASK_FINISHED",
+                                 "agent_id": {"value": "a1"}, "uuid": "u"}))
+    assert core.jobs[job.job_id].phase.value == "finished"
