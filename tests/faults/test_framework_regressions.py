@@ -41,3 +41,37 @@ def test_job_finishes_when_current_workers_finish_despite_an_earlier_failed_work
     core.handle(ev.StatusUpdate({"task_id": {"value": new.task_id}, "state": "TASK_FINISHED",
                                  "agent_id": {"value": "a1"}, "uuid": "u"}))
     assert core.jobs[job.job_id].phase.value == "finished"
+
+
+def test_executor_does_not_restart_locally_when_the_job_spans_other_agents(tmp_path):
+    """A crashed process of a job with peers on other agents cannot be restarted alone (the peers
+    keep the dead one's connections): the executor fails its tasks at once, without restarts."""
+    import time
+
+    from dl2_mesos.executor.job_runner import JobRunner, RunnerConfig
+    from dl2_mesos.messages import ClusterSpec, Endpoint, LaunchSpec
+
+    class Sink:
+        def __init__(self):
+            self.statuses = []
+
+        def status(self, task_id, state, message=""):
+            self.statuses.append((task_id, state, message))
+
+        def send(self, msg):
+            pass
+
+    cluster = ClusterSpec(0, None, (), (Endpoint("w0", "127.0.0.1", 31000), Endpoint("w1", "127.0.0.2", 31000)))
+    spec = LaunchSpec(job_id="j", task_id="w0", role="worker", rank=0, runtime="pytorch", job_type="resnet-50",
+                      epochs=1.0, command=("python", "-c", "import sys; sys.exit(3)"),
+                      checkpoint_uri=f"file://{tmp_path}/ckpt", cluster=cluster)
+    sink = Sink()
+    runner = JobRunner(spec, RunnerConfig(workdir=tmp_path / "work", max_restarts=3, grace_s=1.0), sink)
+    runner.launch(spec)
+    deadline = time.monotonic() + 30
+    while not runner.finished and time.monotonic() < deadline:
+        runner.poll()
+        time.sleep(0.1)
+    assert runner.restarts == 0
+    failed = [m for t, s, m in sink.statuses if t == "w0" and s == "TASK_FAILED"]
+    assert failed and "other agents" in failed[0]
