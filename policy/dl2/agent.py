@@ -17,7 +17,7 @@ import torch
 from dl2_mesos.allocation import Allocation
 from dl2_mesos.cluster import ClusterState
 from dl2_mesos.policy.dl2.config import DL2Config
-from dl2_mesos.policy.dl2.network import Actor, masked_log_probs
+from dl2_mesos.policy.dl2.network import Actor, NumpyActor, masked_log_probs
 from dl2_mesos.policy.dl2.slot import PS, WORKER, SlotContext
 
 #: chooser(features, mask, context, window) -> action index
@@ -99,16 +99,18 @@ class NetChooser:
         self.sample = sample
         self.epsilon = epsilon
         self.rng = np.random.default_rng(seed)
+        # greedy decisions use a numpy copy of the weights (several times faster per inference)
+        self._fast = None if sample else NumpyActor(actor)
 
     def __call__(self, x: np.ndarray, mask: np.ndarray, ctx: SlotContext, window: np.ndarray) -> int:
         if self.epsilon > 0 and self.rng.random() < self.epsilon:
             a = bad_state_action(ctx, window, mask)
             if a is not None:
                 return a
+        if self._fast is not None:
+            return int(np.where(mask, self._fast.logits(x), -np.inf).argmax())
         with torch.inference_mode():
             logits = self.actor(torch.from_numpy(x).unsqueeze(0))[0]
-            if not self.sample:
-                return int(logits.masked_fill(~torch.from_numpy(mask), float("-inf")).argmax())
             logp = masked_log_probs(logits, torch.from_numpy(mask))
         p = np.exp(logp.numpy().astype(np.float64))
         p[~mask] = 0.0

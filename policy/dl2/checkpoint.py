@@ -75,6 +75,7 @@ def save_checkpoint(
     try:
         with os.fdopen(fd, "wb") as fh:
             torch.save(payload, fh)
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a model file is package data
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -11,6 +11,7 @@ import logging
 import os
 
 import torch
+from threadpoolctl import threadpool_limits
 
 from dl2_mesos.allocation import Allocation, validate_allocation
 from dl2_mesos.cluster import ClusterState
@@ -61,7 +62,8 @@ class DL2Policy:
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
-            with torch.inference_mode():
+            # same for numpy's BLAS (the greedy path runs the network in numpy)
+            with torch.inference_mode(), threadpool_limits(limits=1, user_api="blas"):
                 alloc, steps = run_slot(state, self.config, self._chooser)
         finally:
             torch.set_num_threads(threads)

@@ -114,3 +114,68 @@ class ActorCritic(nn.Module):
         self.cfg = cfg
         self.actor = Actor(cfg)
         self.critic = Critic(cfg)
+
+
+class NumpyActor:
+    """A numpy copy of an :class:`Actor` for fast single-state inference (greedy decisions).
+
+    Torch's per-operator overhead dominates the tiny per-inference tensors; the same arithmetic
+    in numpy is several times faster. Built from the actor's current weights; rebuild it after
+    the weights change. ``logits(x)`` equals ``actor(x[None])[0]`` up to float rounding.
+    """
+
+    def __init__(self, actor: Actor) -> None:
+        self.cfg = actor.cfg
+        if actor.cfg.arch == "flat":
+            self.trunk = self._seq(actor.trunk)
+            self.head = self._seq(nn.Sequential(actor.head))
+        else:
+            self.enc = self._seq(actor.shared.enc)
+            self.job_head = self._seq(nn.Sequential(actor.job_head))
+            self.void_head = self._seq(actor.void_head)
+
+    @staticmethod
+    def _seq(seq: nn.Sequential) -> list[tuple]:
+        ops: list[tuple] = []
+        for m in seq:
+            if isinstance(m, nn.Linear):
+                ops.append(("linear", m.weight.detach().numpy().T.copy(), m.bias.detach().numpy().copy()))
+            elif isinstance(m, nn.ReLU):
+                ops.append(("relu",))
+            elif isinstance(m, nn.LayerNorm):
+                ops.append(("ln", m.weight.detach().numpy().copy(), m.bias.detach().numpy().copy(), m.eps))
+            else:  # pragma: no cover - the networks above use only these layers
+                raise TypeError(f"unsupported layer {m!r}")
+        return ops
+
+    @staticmethod
+    def _run(ops: list[tuple], x):
+        import numpy as np
+
+        for op in ops:
+            if op[0] == "linear":
+                x = x @ op[1] + op[2]
+            elif op[0] == "relu":
+                x = np.maximum(x, 0.0)
+            else:
+                mu = x.mean(axis=-1, keepdims=True)
+                var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
+                x = (x - mu) / np.sqrt(var + op[3]) * op[1] + op[2]
+        return x
+
+    def logits(self, x):
+        """Action logits (3J + 1,) of one flattened input (J*F + G,)."""
+        import numpy as np
+
+        if self.cfg.arch == "flat":
+            return self._run(self.head, self._run(self.trunk, x))
+        J = self.cfg.window
+        jobs = x[: J * NUM_JOB_FEATURES].reshape(J, NUM_JOB_FEATURES)
+        g = x[J * NUM_JOB_FEATURES :]
+        inp = np.concatenate([jobs, np.broadcast_to(g, (J, NUM_GLOBAL_FEATURES))], axis=1)
+        valid = jobs[:, F_VALID : F_VALID + 1]
+        h = self._run(self.enc, inp) * valid
+        pooled = h.sum(axis=0) / max(float(valid.sum()), 1.0)
+        jl = self._run(self.job_head, np.concatenate([h, np.broadcast_to(pooled, h.shape)], axis=1))
+        void = self._run(self.void_head, np.concatenate([pooled, g]))
+        return np.concatenate([jl.reshape(-1), void])

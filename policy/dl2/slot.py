@@ -75,6 +75,17 @@ class SlotContext:
         self.ps_res: list[Resources] = [j.spec.ps for j in jobs]  # type: ignore[misc]
         self.w_res: list[Resources] = [j.spec.worker for j in jobs]  # type: ignore[misc]
         self.b_res = [p + w for p, w in zip(self.ps_res, self.w_res)]
+        # distinct demands (usually a handful): fit checks are made once per demand, not per job
+        self._demands: list[Resources] = []
+        index: dict[Resources, int] = {}
+        kinds = np.zeros((n, 3), dtype=np.int64)
+        for i in range(n):
+            for k, d in enumerate((self.w_res[i], self.ps_res[i], self.b_res[i])):
+                if d not in index:
+                    index[d] = len(self._demands)
+                    self._demands.append(d)
+                kinds[i, k] = index[d]
+        self._kinds = kinds
         cap = state.capacity
         self._cap = np.array([max(cap.cpus, 1e-9), max(cap.gpus, 1e-9), max(cap.mem, 1e-9)])
         self._has = np.array([cap.cpus > 0, cap.gpus > 0, cap.mem > 0])
@@ -145,15 +156,20 @@ class SlotContext:
         """Valid actions for ``window`` (3J + 1 booleans; void is always valid)."""
         m = np.zeros(3 * self.J + 1, dtype=bool)
         m[-1] = True
-        for col, i in enumerate(window):
-            can_w = self.w[i] < self.max_w[i]
-            can_p = self.ps[i] < self.max_ps[i]
-            if can_w and self._fits(self.w_res[i]):
-                m[3 * col] = True
-            if can_p and self._fits(self.ps_res[i]):
-                m[3 * col + 1] = True
-            if can_w and can_p and self._fits(self.b_res[i]):
-                m[3 * col + 2] = True
+        k = len(window)
+        if k == 0:
+            return m
+        kinds = self._kinds[window]  # (k, 3): worker, PS, bundle demand ids
+        fits = np.zeros(len(self._demands), dtype=bool)
+        for d in np.unique(kinds):
+            fits[d] = self._fits(self._demands[d])
+        can_w = self.w[window] < self.max_w[window]
+        can_p = self.ps[window] < self.max_ps[window]
+        jm = np.empty((k, 3), dtype=bool)
+        jm[:, 0] = can_w & fits[kinds[:, 0]]
+        jm[:, 1] = can_p & fits[kinds[:, 1]]
+        jm[:, 2] = can_w & can_p & fits[kinds[:, 2]]
+        m[: 3 * k] = jm.ravel()
         return m
 
     def shares(self, idx: np.ndarray) -> np.ndarray:

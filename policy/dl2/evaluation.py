@@ -1,0 +1,124 @@
+"""Held-out evaluation of DL2 against the baselines (the ``dl2 evaluate`` engine).
+
+Every policy runs once per seed on the same generated traces; the result has the same JSON
+shape as ``dl2 simulate --json`` (``{"policies": {name: {"avg_jct", "makespan", ..., "runs":
+[...]}}, "config": {...}}``, times in seconds), plus ``ratios``: each policy's mean average JCT
+divided by DRF's and by Optimus's (when those ran).
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing as mp
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+KEYS = ("avg_jct", "median_jct", "p95_jct", "makespan", "cpu_util", "gpu_util", "rescales")
+
+
+def _mean_ci(values: list[float]) -> tuple[float, float | None]:
+    a = np.asarray(values, dtype=float)
+    if len(a) == 0:
+        return float("nan"), None
+    if len(a) == 1:
+        return float(a[0]), None
+    from scipy import stats
+
+    half = float(stats.t.ppf(0.975, len(a) - 1) * a.std(ddof=1) / math.sqrt(len(a)))
+    return float(a.mean()), half
+
+
+def _one(task: tuple[str, str | None, str, int, int | None]) -> tuple[str, int, dict[str, Any]]:
+    name, model_path, preset_name, seed, max_slots = task
+    import torch
+
+    torch.set_num_threads(1)
+    from dl2_mesos.policy.registry import make_policy
+    from dl2_mesos.policy.sim.config import preset
+    from dl2_mesos.policy.sim.simulator import run
+    from dl2_mesos.policy.sim.trace import generate_trace
+
+    sc, tc = preset(preset_name)
+    if max_slots is not None:
+        sc = replace(sc, max_slots=max_slots)
+    kwargs = {"model_path": model_path} if (name == "dl2" and model_path) else {}
+    m = run(make_policy(name, **kwargs), sc, generate_trace(tc, seed), seed=seed)
+    return name, seed, m.to_dict()
+
+
+def evaluate(
+    policies: Sequence[str],
+    seeds: Sequence[int],
+    preset_name: str = "reference",
+    model_path: str | None = None,
+    workers: int = 2,
+    max_slots: int | None = None,
+    progress=None,
+) -> dict[str, Any]:
+    """Run ``policies`` on ``seeds``; returns the ``dl2 simulate``-shaped document (+ ratios)."""
+    from dl2_mesos.policy.sim.config import preset
+
+    sc, tc = preset(preset_name)
+    if max_slots is not None:
+        sc = replace(sc, max_slots=max_slots)
+    tasks = [(p, model_path, preset_name, int(s), max_slots) for p in policies for s in seeds]
+    runs: dict[str, dict[int, dict]] = {p: {} for p in policies}
+    if workers > 1 and len(tasks) > 1:
+        with mp.get_context("spawn").Pool(min(workers, len(tasks))) as pool:
+            for name, seed, d in pool.imap_unordered(_one, tasks):
+                runs[name][seed] = d
+                if progress:
+                    progress(name, seed)
+    else:
+        for t in tasks:
+            name, seed, d = _one(t)
+            runs[name][seed] = d
+            if progress:
+                progress(name, seed)
+    results: dict[str, dict[str, Any]] = {}
+    for p in policies:
+        ordered = [runs[p][int(s)] for s in seeds]
+        r: dict[str, Any] = {"runs": ordered}
+        for key in KEYS:
+            m, half = _mean_ci([float(x[key]) for x in ordered])
+            r[key] = m
+            r[f"{key}_ci95"] = half
+        results[p] = r
+    ratios: dict[str, dict[str, float]] = {}
+    for p in policies:
+        ratios[p] = {}
+        for base in ("drf", "optimus"):
+            if base in results and results[base]["avg_jct"] > 0:
+                ratios[p][f"vs_{base}"] = results[p]["avg_jct"] / results[base]["avg_jct"]
+    return {
+        "policies": results,
+        "ratios": ratios,
+        "config": {
+            "preset": preset_name,
+            "trace_file": None,
+            "seeds": [int(s) for s in seeds],
+            "sim": sc.to_dict(),
+            "trace": tc.to_dict(),
+            "model": model_path or "shipped",
+            "units": {"time": "seconds", "util": "fraction"},
+        },
+    }
+
+
+def format_table(doc: dict[str, Any]) -> str:
+    """A plain-text table of the evaluation (JCT in slots and seconds, ratios to DRF/Optimus)."""
+    slot_s = float(doc["config"]["sim"]["slot_seconds"])
+    lines = [f"{'policy':<9} {'avg JCT (s)':>16} {'avg JCT (slots)':>16} {'makespan (slots)':>17} "
+             f"{'rescales':>9} {'gpu util':>9} {'vs DRF':>7} {'vs Optimus':>10}"]
+    for name, r in doc["policies"].items():
+        ci = r.get("avg_jct_ci95")
+        jct = f"{r['avg_jct']:.0f}" + (f" ±{ci:.0f}" if ci is not None else "")
+        rat = doc.get("ratios", {}).get(name, {})
+        vd = f"{rat['vs_drf']:.3f}" if "vs_drf" in rat else "-"
+        vo = f"{rat['vs_optimus']:.3f}" if "vs_optimus" in rat else "-"
+        lines.append(f"{name:<9} {jct:>16} {r['avg_jct'] / slot_s:>16.2f} {r['makespan'] / slot_s:>17.2f} "
+                     f"{r['rescales']:>9.1f} {r['gpu_util']:>9.3f} {vd:>7} {vo:>10}")
+    return "\n".join(lines)

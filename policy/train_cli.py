@@ -1,0 +1,214 @@
+"""``dl2 train sl|rl`` and ``dl2 evaluate``: train the DL2 policy and compare it on held-out seeds."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import click
+
+from dl2_mesos.errors import CheckpointError, ConfigError, Dl2Error
+
+logger = logging.getLogger(__name__)
+
+
+def _seeds(text: str, hint: str) -> list[int]:
+    from dl2_mesos.policy.cli import parse_seeds
+
+    try:
+        return parse_seeds(text)
+    except click.BadParameter as exc:
+        raise click.BadParameter(exc.message, param_hint=hint) from None
+
+
+def _model_options(f):
+    f = click.option("--window", type=click.IntRange(min=1), default=40, show_default=True,
+                     help="J: jobs per window (actions 3J+1).")(f)
+    f = click.option("--hidden", type=click.IntRange(min=1), default=256, show_default=True)(f)
+    f = click.option("--layers", type=click.IntRange(min=1), default=2, show_default=True)(f)
+    f = click.option("--arch", type=click.Choice(["shared", "flat"]), default="shared", show_default=True,
+                     help="shared: per-job MLP with shared weights; flat: the paper's MLP over the whole window.")(f)
+    f = click.option("--start", type=click.Choice(["current", "zero"]), default="current", show_default=True,
+                     help="Slot starts from the running counts (current) or from nothing (zero, the reference).")(f)
+    return f
+
+
+@click.group()
+def train() -> None:
+    """Train the DL2 policy: `sl` (supervised warm-up), then `rl` (actor-critic)."""
+
+
+@train.command("sl")
+@click.option("--teacher", default="drf", show_default=True, help="Baseline to imitate (any registry policy).")
+@click.option("--preset", default="reference", show_default=True)
+@click.option("--seeds", default="1-8", show_default=True, help="Training trace seeds (range or list).")
+@click.option("--epochs", type=click.IntRange(min=1), default=30, show_default=True)
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=1e-3, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=256, show_default=True)
+@click.option("--label-running/--no-label-running", default=False, show_default=True,
+              help="Also label the teacher's changes to running jobs (teaches restarts).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False), default="runs/sl/sl.pt", show_default=True)
+@_model_options
+def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, seed, out, window, hidden, layers, arch,
+             start):
+    """Supervised warm-up: imitate TEACHER's decisions (cross entropy, void labelled)."""
+    from tqdm import tqdm
+
+    from dl2_mesos.policy.dl2.config import DL2Config
+    from dl2_mesos.policy.dl2.supervised import SLConfig
+    from dl2_mesos.policy.dl2.trainer import run_sl
+    from dl2_mesos.policy.registry import policy_names
+
+    if teacher not in policy_names() or teacher == "dl2":
+        raise click.BadParameter(f"unknown teacher {teacher!r}; known: "
+                                 f"{', '.join(n for n in policy_names() if n != 'dl2')}", param_hint="--teacher")
+    try:
+        mcfg = DL2Config(window=window, hidden=hidden, layers=layers, arch=arch, start=start)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    seed_list = _seeds(seeds, "--seeds")
+    bar = tqdm(total=epochs, desc=f"SL ({teacher})", unit="epoch")
+
+    def prog(epoch, stats):
+        bar.update(1)
+        bar.set_postfix(loss=f"{stats['loss']:.3f}", acc=f"{stats['accuracy']:.3f}")
+
+    try:
+        meta = run_sl(out, mcfg, teacher=teacher, preset=preset, seeds=seed_list,
+                      sl_cfg=SLConfig(lr=lr, batch_size=batch_size, epochs=epochs, seed=seed),
+                      label_running=label_running, progress=prog)
+    except (Dl2Error, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        bar.close()
+    click.echo(f"wrote {out}: {int(meta['final']['samples'])} samples, loss {meta['final']['loss']:.4f}, "
+               f"accuracy {meta['final']['accuracy']:.3f}, {meta['wall_s']:.0f} s")
+
+
+@train.command("rl")
+@click.option("--init", type=click.Path(dir_okay=False, exists=True), help="Start from this checkpoint (e.g. SL).")
+@click.option("--out", type=click.Path(file_okay=False), default="runs/rl", show_default=True,
+              help="Run directory: log.csv, last.pt, best.pt, curve.png.")
+@click.option("--resume", is_flag=True, help="Continue from OUT/last.pt.")
+@click.option("--preset", default="reference", show_default=True)
+@click.option("--iterations", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--workers", type=click.IntRange(min=0), default=2, show_default=True,
+              help="Simulation worker processes (0 = in the learner process).")
+@click.option("--episodes-per-iteration", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--updates", type=click.IntRange(min=1), default=16, show_default=True,
+              help="Mini-batch updates per iteration.")
+@click.option("--epsilon", type=click.FloatRange(0, 1), default=0.4, show_default=True,
+              help="Job-aware exploration probability on bad states.")
+@click.option("--no-exploration", is_flag=True, help="Ablation: no job-aware exploration.")
+@click.option("--no-replay", is_flag=True, help="Ablation: learn only from the newest episodes.")
+@click.option("--no-critic", is_flag=True, help="Ablation: mean-return baseline instead of the critic.")
+@click.option("--per-job-reward", is_flag=True, help="Ablation: each action rewarded with its job's progress.")
+@click.option("--lr-actor", type=float, default=3e-4, show_default=True)
+@click.option("--lr-critic", type=float, default=1e-3, show_default=True)
+@click.option("--gamma", type=click.FloatRange(0, 1), default=0.9, show_default=True)
+@click.option("--lam", type=click.FloatRange(0, 1), default=0.9, show_default=True, help="TD(lambda) mixing.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=256, show_default=True)
+@click.option("--replay-size", type=click.IntRange(min=1), default=8192, show_default=True)
+@click.option("--entropy-start", type=float, default=0.05, show_default=True)
+@click.option("--entropy-end", type=float, default=0.002, show_default=True)
+@click.option("--entropy-half-life", type=click.IntRange(min=1), default=300, show_default=True,
+              help="Updates over which the entropy weight halves.")
+@click.option("--train-seeds", default="1-100", show_default=True)
+@click.option("--val-seeds", default="1001-1002", show_default=True)
+@click.option("--eval-every", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option("--max-slots", type=click.IntRange(min=1), help="Cap simulated slots per episode.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--tensorboard", is_flag=True, help="Also write TensorBoard logs (if installed).")
+@_model_options
+def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iteration, updates, epsilon,
+             no_exploration, no_replay, no_critic, per_job_reward, lr_actor, lr_critic, gamma, lam, batch_size,
+             replay_size, entropy_start, entropy_end, entropy_half_life, train_seeds, val_seeds, eval_every,
+             max_slots, seed, tensorboard, window, hidden, layers, arch, start):
+    """Actor-critic RL in the simulator (parallel workers, replay, job-aware exploration)."""
+    from tqdm import tqdm
+
+    from dl2_mesos.policy.dl2.config import DL2Config
+    from dl2_mesos.policy.dl2.learner import LearnerConfig
+    from dl2_mesos.policy.dl2.trainer import RLConfig, run_rl
+
+    tr, va = _seeds(train_seeds, "--train-seeds"), _seeds(val_seeds, "--val-seeds")
+    if set(tr) & set(va):
+        raise click.BadParameter("training and validation seeds overlap", param_hint="--val-seeds")
+    try:
+        lcfg = LearnerConfig(lr_actor=lr_actor, lr_critic=lr_critic, gamma=gamma, lam=lam, batch_size=batch_size,
+                             replay_size=replay_size, replay=not no_replay, critic=not no_critic,
+                             per_job_reward=per_job_reward, entropy_start=entropy_start, entropy_end=entropy_end,
+                             entropy_half_life=entropy_half_life, seed=seed)
+        cfg = RLConfig(preset=preset, iterations=iterations, workers=workers,
+                       episodes_per_iteration=episodes_per_iteration, updates_per_iteration=updates,
+                       epsilon=0.0 if no_exploration else epsilon, train_seeds=tuple(tr), eval_seeds=tuple(va),
+                       eval_every=eval_every, max_slots=max_slots, seed=seed, learner=lcfg, tensorboard=tensorboard)
+        mcfg = DL2Config(window=window, hidden=hidden, layers=layers, arch=arch, start=start)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    bar = tqdm(total=iterations, desc="RL", unit="it")
+
+    def prog(it, row):
+        bar.n = it
+        post = {"jct": f"{row['train_avg_jct']:.0f}"}
+        if row.get("val_avg_jct"):
+            post["val"] = f"{row['val_avg_jct']:.0f}"
+        bar.set_postfix(post)
+        bar.refresh()
+
+    try:
+        res = run_rl(out, cfg, model_cfg=mcfg, init=init, resume=resume, progress=prog)
+    except (Dl2Error, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        bar.close()
+    click.echo(f"best validation avg JCT {res['best_val_avg_jct']:.0f} s; {res['wall_s']:.0f} s; "
+               f"model {Path(out) / 'best.pt'}; curve {Path(out) / 'curve.png'}")
+
+
+@click.command()
+@click.option("--policies", default="dl2,drf,tetris,optimus,srtf,fifo", show_default=True)
+@click.option("--seeds", default="101-110", show_default=True, help="Held-out seeds (disjoint from training).")
+@click.option("--preset", default="reference", show_default=True)
+@click.option("--model", "model_path", type=click.Path(dir_okay=False), help="DL2 weights (default: shipped).")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write results as JSON.")
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Parallel processes.")
+@click.option("--max-slots", type=click.IntRange(min=1), help="Stop each run after this many slots.")
+def evaluate(policies, seeds, preset, model_path, json_out, workers, max_slots):
+    """Evaluate DL2 and the baselines on held-out seeds; prints a table with JCT ratios."""
+    from tqdm import tqdm
+
+    from dl2_mesos.policy.dl2.checkpoint import load_checkpoint
+    from dl2_mesos.policy.dl2.evaluation import evaluate as run_eval
+    from dl2_mesos.policy.dl2.evaluation import format_table
+    from dl2_mesos.policy.registry import policy_names
+    from dl2_mesos.policy.sim.config import preset as get_preset
+
+    names = [n.strip().lower() for n in policies.split(",") if n.strip()]
+    unknown = [n for n in names if n not in policy_names()]
+    if not names or unknown:
+        raise click.BadParameter(f"unknown policy {unknown[0] if unknown else ''!r}; known: "
+                                 f"{', '.join(policy_names())}", param_hint="--policies")
+    seed_list = _seeds(seeds, "--seeds")
+    try:
+        get_preset(preset)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="--preset") from None
+    if "dl2" in names:
+        try:
+            load_checkpoint(model_path)  # fail fast, before any simulation
+        except CheckpointError as exc:
+            raise click.ClickException(str(exc)) from None
+    bar = tqdm(total=len(names) * len(seed_list), desc="evaluating", unit="run")
+    try:
+        doc = run_eval(names, seed_list, preset, model_path, workers=workers, max_slots=max_slots,
+                       progress=lambda n, s: bar.update(1))
+    finally:
+        bar.close()
+    click.echo(f"preset {preset}; seeds {seeds}; model {model_path or 'shipped'}")
+    click.echo(format_table(doc))
+    if json_out:
+        Path(json_out).write_text(json.dumps(doc, indent=1))
+        click.echo(f"wrote {json_out}")

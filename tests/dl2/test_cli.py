@@ -1,0 +1,47 @@
+"""`dl2 train sl|rl` and `dl2 evaluate` through click."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from dl2_mesos.cli import main
+
+
+def test_train_sl_rl_and_evaluate_on_tiny(tmp_path):
+    r = CliRunner()
+    sl = tmp_path / "sl.pt"
+    res = r.invoke(main, ["train", "sl", "--teacher", "optimus", "--preset", "tiny", "--seeds", "1-2", "--epochs", "2",
+                          "--window", "6", "--hidden", "16", "--out", str(sl)])
+    assert res.exit_code == 0, res.output
+    assert sl.is_file()
+    rl = tmp_path / "rl"
+    res = r.invoke(main, ["train", "rl", "--init", str(sl), "--out", str(rl), "--preset", "tiny", "--iterations", "2",
+                          "--workers", "0", "--updates", "2", "--batch-size", "16", "--val-seeds", "1001"])
+    assert res.exit_code == 0, res.output
+    assert (rl / "best.pt").is_file() and (rl / "curve.png").is_file()
+    out = tmp_path / "eval.json"
+    res = r.invoke(main, ["evaluate", "--policies", "dl2,drf,optimus", "--seeds", "101-102", "--preset", "tiny",
+                          "--model", str(rl / "best.pt"), "--workers", "1", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    assert set(doc["policies"]) == {"dl2", "drf", "optimus"}
+    assert len(doc["policies"]["dl2"]["runs"]) == 2 and doc["policies"]["drf"]["avg_jct"] > 0
+    assert doc["config"]["seeds"] == [101, 102]
+    assert "vs_drf" in doc["ratios"]["dl2"]
+    assert "vs DRF" in res.output
+
+
+def test_cli_errors_are_clear(tmp_path):
+    r = CliRunner()
+    bad = tmp_path / "bad.pt"
+    bad.write_text("nope")
+    res = r.invoke(main, ["evaluate", "--policies", "dl2", "--preset", "tiny", "--model", str(bad)])
+    assert res.exit_code != 0 and "not a readable DL2 checkpoint" in res.output
+    res = r.invoke(main, ["evaluate", "--policies", "dl2,nope"])
+    assert res.exit_code != 0 and "unknown policy" in res.output
+    res = r.invoke(main, ["train", "sl", "--teacher", "nope"])
+    assert res.exit_code != 0 and "unknown teacher" in res.output
+    res = r.invoke(main, ["train", "rl", "--train-seeds", "1-5", "--val-seeds", "5"])
+    assert res.exit_code != 0 and "overlap" in res.output
