@@ -162,3 +162,19 @@ def _alive(pid: int) -> bool:
             return f.read().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_command_without_shell_uses_value_as_executable_and_arguments_as_argv(cluster, make_driver, ids):
+    sched = RecordingScheduler()
+    ok, bad = ids("argv"), ids("argv")
+    for tid, code in ((ok, 0), (bad, 7)):
+        task = command_task(tid, "")
+        task["command"] = {
+            "shell": False,
+            "value": "/bin/sh",
+            "arguments": ["sh", "-c", f"exit {code}", "localmesos-cmd"],
+        }
+        sched.queue(task)
+    make_driver(sched)
+    sched.wait_state(ok, "TASK_FINISHED")
+    assert "status 7" in sched.wait_state(bad, "TASK_FAILED")["message"]
