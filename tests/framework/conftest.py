@@ -141,3 +141,39 @@ class Harness:
 @pytest.fixture
 def harness():
     return Harness()
+
+
+def reap_under(root) -> list[int]:
+    """SIGKILL processes whose working directory lies under ``root`` (a test's Mesos sandbox).
+
+    Job processes run in their own sessions; when an executor dies with the cluster they can
+    outlive it. Only processes this test started have their cwd in its sandbox.
+    """
+    import os
+    import signal
+    from pathlib import Path
+
+    root = str(Path(root).resolve())
+    killed = []
+    for pid_dir in Path("/proc").iterdir():
+        if not pid_dir.name.isdigit() or int(pid_dir.name) == os.getpid():
+            continue
+        try:
+            cwd = os.readlink(pid_dir / "cwd")
+        except OSError:
+            continue
+        if cwd.startswith(root + "/"):
+            try:
+                os.kill(int(pid_dir.name), signal.SIGKILL)
+                killed.append(int(pid_dir.name))
+            except OSError:
+                pass
+    return killed
+
+
+def random_port_base() -> int:
+    """Agent port ranges away from the default 31000 (other suites' leftovers may hold those) and
+    below the kernel's ephemeral range (32768+), so job processes never race for a port."""
+    import random
+
+    return random.randrange(10, 29) * 1000

@@ -20,12 +20,21 @@ from dl2_mesos.framework.client_cli import _call
 from dl2_mesos.testing.localcluster import LocalCluster
 from dl2_mesos.testing.zookeeper import free_port
 
+from .conftest import random_port_base, reap_under
+
 pytestmark = pytest.mark.integration
 
 DL2 = str(Path(sys.executable).with_name("dl2"))
 FAKE_EXECUTOR = Path(__file__).with_name("fake_executor.py")
 TINY = {"worker": {"cpus": 1, "gpus": 0, "mem": 256}, "ps": {"cpus": 0.5, "gpus": 0, "mem": 128},
         "max_ps": 1, "max_workers": 2}
+
+
+@pytest.fixture
+def sandbox(tmp_path):
+    """The local cluster's work folder; job processes left in it are killed at the end."""
+    yield tmp_path / "mesos"
+    reap_under(tmp_path / "mesos")
 
 
 def _get(url):
@@ -71,7 +80,7 @@ def _stop(p):
 
 
 @pytest.mark.parametrize("executor", ["fake", "project"])
-def test_leader_sigkill_standby_takes_over_and_jobs_finish(zookeeper, tmp_path, executor):
+def test_leader_sigkill_standby_takes_over_and_jobs_finish(zookeeper, tmp_path, executor, sandbox):
     """``fake``: tests/framework/fake_executor.py; ``project``: python -m dl2_mesos.executor running MXNet jobs."""
     job = {"job_type": "resnet-50", "epochs": 2, **TINY}
     if executor == "project":
@@ -81,7 +90,7 @@ def test_leader_sigkill_standby_takes_over_and_jobs_finish(zookeeper, tmp_path, 
     urls = [f"http://127.0.0.1:{p}" for p in ports]
     auth = {"Authorization": "Bearer tok"}
     with LocalCluster(agents=2, cpus=4, gpus=0, mem="4GiB", status_update_retry_interval=1.0,
-                      executor_shutdown_grace_period=2.0) as cluster:
+                      executor_shutdown_grace_period=2.0, port_base=random_port_base(), work_dir=str(sandbox)) as cluster:
         procs = [_replica(cluster, zk_url, ports[0], tmp_path, "r0", executor)]
         try:
             _wait(lambda: (_get(urls[0] + "/health") or {}).get("registered"), 30, "first replica to lead")
