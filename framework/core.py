@@ -34,6 +34,8 @@ from dl2_mesos.framework.transitions import Transition
 
 logger = logging.getLogger(__name__)
 
+PROGRESS_PERSIST_SECONDS = 5.0
+
 
 class UnknownJob(Dl2Error, KeyError):
     """No job with that id."""
@@ -81,6 +83,7 @@ class SchedulerCore:
         self._meta_dirty = False
         self._acks: list[dict] = []
         self._slot_epochs: dict[str, float] = {}  # epochs at the start of the current slot
+        self._progress_saved: dict[str, float] = {}
         self.launcher = Launcher(self)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -175,7 +178,7 @@ class SchedulerCore:
             self.metrics.offers.labels("received").inc()
             aid = agent_id_of(o)
             if self.suspended or not self.registered:
-                self._decline([offer_id(o)], "not_leader")
+                self._decline([offer_id(o)], "suspended")
                 continue
             self.hostnames[aid] = o.get("hostname", aid)
             ag = self.agents.setdefault(aid, AgentOffers(aid, o.get("hostname", aid)))
@@ -277,7 +280,10 @@ class SchedulerCore:
             job.last_progress = (ts, epoch)
         if epoch > job.epochs_done:
             job.epochs_done = epoch
-        self.dirty(job)
+        # progress is cumulative and re-reported: persist it at most every few seconds per job
+        if now - self._progress_saved.get(job.job_id, 0.0) >= PROGRESS_PERSIST_SECONDS:
+            self._progress_saved[job.job_id] = now
+            self.dirty(job)
 
     def _on_agent_lost(self, e: ev.AgentLost) -> None:
         self.agents.pop(e.agent_id, None)
@@ -345,7 +351,9 @@ class SchedulerCore:
             logger.warning("ZooKeeper connection suspended: not deciding until it is back")
             self.suspended = True
         elif e.change == "resumed":
+            logger.info("ZooKeeper connection back: deciding again")
             self.suspended = False
+            self.offer_interest = None  # REVIVE (clears the filters of offers declined meanwhile)
 
     # -- job lifecycle ---------------------------------------------------------------------
     def _kill(self, task_id: str, agent_id: str | None = None) -> None:
@@ -408,6 +416,12 @@ class SchedulerCore:
     def _task_lost(self, job: JobRecord, task: Any, reason: str) -> None:
         """A task vanished: re-place the job's intended counts against current offers."""
         logger.warning("job %s: task %s lost (%s); rescheduling", job.job_id, task.task_id, reason)
+        members = {e.task_id for e in (*job.cluster.servers, *job.cluster.workers)} if job.cluster else set()
+        if job.phase != JobPhase.RUNNING and task.task_id in members:
+            # the generation being started or rescaled to counts on this task and can never come
+            # up without it (ps-lite/gloo wait for every member): restart the job from its checkpoint
+            self._preempt(job, f"task {task.task_id} lost while generation {job.generation} was starting")
+            return
         if job.job_id in self.intended and self.registered:
             self.replan([job.job_id], reason="lost task")
 

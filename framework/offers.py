@@ -22,6 +22,7 @@ REFUSE_SECONDS = {
     "leftover": 1.0,  # remainder of an accepted offer
     "unusable": 300.0,  # no cpus or mem at all
     "not_leader": 3600.0,
+    "suspended": 5.0,  # ZooKeeper blip: we may lead again in a moment
     "rescinded": 0.0,
 }
 

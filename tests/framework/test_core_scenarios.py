@@ -346,8 +346,11 @@ def test_suspended_zookeeper_stops_deciding_and_declines():
     h.offer(make_offer("a1"))
     h.tick(5)
     assert not h.driver.launched() and h.core.last_slot == -1
-    assert h.driver.named("declineOffer")[-1][1]["refuse_seconds"] >= 600
+    assert h.driver.named("declineOffer")[-1][1]["refuse_seconds"] <= 5
+    h.driver.clear()
     h.core.handle(ev.Leadership("resumed"))
+    h.tick()
+    assert h.driver.named("reviveOffers")
     h.offer(make_offer("a1"))
     h.tick()
     assert len(h.driver.launched()) == 2

@@ -75,7 +75,7 @@ def test_submit_launch_rescale_finish(cluster, tmp_path):
         _wait(lambda: requests.get(api + "/health", timeout=2).json()["registered"], 20, "registration")
         ids = []
         for i in range(2):
-            r = requests.post(api + "/api/v1/jobs", json={"job_type": "resnet-50", "epochs": 3, "name": f"e2e{i}", **TINY},
+            r = requests.post(api + "/api/v1/jobs", json={"job_type": "resnet-50", "epochs": 5, "name": f"e2e{i}", **TINY},
                               headers=auth, timeout=10)
             assert r.status_code == 201, r.text
             ids.append(r.json()["id"])
@@ -94,7 +94,7 @@ def test_submit_launch_rescale_finish(cluster, tmp_path):
             j = _wait(lambda: (lambda j: j if j["phase"] in ("finished", "failed") else None)(
                 requests.get(f"{api}/api/v1/jobs/{jid}", timeout=2).json()), 60, f"{jid} to finish")
             assert j["phase"] == "finished", j
-            assert j["epochs_done"] == 3
+            assert j["epochs_done"] == 5
         cl = requests.get(api + "/api/v1/cluster", timeout=2).json()
         assert cl["last_decision"]["slot"] >= 1 and cl["framework_id"]
         pol = requests.get(api + "/api/v1/policy", timeout=2).json()
