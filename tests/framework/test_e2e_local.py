@@ -172,3 +172,50 @@ def test_real_executor_mxnet_job_rescaled_and_finished(cluster, tmp_path):
         replica.stop()
         runner.join(30)
     assert not runner.is_alive()
+
+
+def test_dl2_policy_learns_online_and_versions_survive_restart(cluster, tmp_path):
+    """`--policy dl2` with online learning: model versions grow in the state store, rewards come
+    from reported progress, and a restarted replica resumes the latest version."""
+    pytest.importorskip("torch")
+    from dl2_mesos.policy.dl2.checkpoint import save_checkpoint
+    from dl2_mesos.policy.dl2.config import DL2Config
+    from dl2_mesos.policy.dl2.network import ActorCritic
+
+    model = save_checkpoint(tmp_path / "start.pt", ActorCritic(DL2Config()), version=0)
+    port = free_port()
+    overrides = {
+        "master": cluster.master, "zk": "none", "state_dir": str(tmp_path / "state"), "policy": "dl2",
+        "policy_args": {"model_path": str(model)},
+        "slot": "2s", "offer_wait": "1s", "api": f"127.0.0.1:{port}",
+        "executor_command": f"{sys.executable} {FAKE_EXECUTOR}", "checkpoint_root": f"file://{tmp_path}/ckpt",
+        "task_env": {"FAKE_EPS": "0.2"}, "online_window": 3,
+    }
+    api = f"http://127.0.0.1:{port}"
+
+    def run_replica():
+        replica = Replica(load_config(env={}, overrides=overrides))
+        t = threading.Thread(target=replica.run, daemon=True)
+        t.start()
+        _wait(lambda: requests.get(api + "/health", timeout=2).json()["registered"], 30, "registration")
+        return replica, t
+
+    replica, runner = run_replica()
+    try:
+        for i in range(2):
+            r = requests.post(api + "/api/v1/jobs", json={"job_type": "resnet-50", "epochs": 4, **TINY}, timeout=10)
+            assert r.status_code == 201, r.text
+        pol = _wait(lambda: (lambda p: p if (p["model_version"] or 0) >= 3 and any(x > 0 for x in p["recent_rewards"])
+                             else None)(requests.get(api + "/api/v1/policy", timeout=2).json()), 60, "online updates")
+        assert pol["name"] == "dl2" and pol["online_learning"] and pol["learnable"]
+    finally:
+        replica.stop()
+        runner.join(20)
+    version = pol["model_version"]
+    replica, runner = run_replica()
+    try:
+        resumed = requests.get(api + "/api/v1/policy", timeout=2).json()
+        assert resumed["model_version"] >= version
+    finally:
+        replica.stop()
+        runner.join(20)
