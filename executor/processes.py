@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +19,27 @@ from dl2_mesos.executor.launch_env import ProcSpec
 from dl2_mesos.job_runtime import read_events
 
 logger = logging.getLogger(__name__)
+
+
+_PR_SET_PDEATHSIG = 1
+try:  # resolved in the parent, so the forked child only makes one libc call
+    _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+except OSError:  # pragma: no cover
+    _LIBC = None
+
+
+def _die_with(parent: int):  # noqa: ANN202 - a preexec_fn
+    """Job processes run in their own process group, so a SIGKILLed executor (agent removed, OOM
+    killer, container destroyed without cgroups) would leave them running and holding their ports:
+    ask the kernel to SIGKILL the child when the executor's thread that started it dies."""
+
+    def preexec() -> None:
+        if _LIBC is not None:
+            _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != parent:  # the executor died before prctl took effect
+                os._exit(1)
+
+    return preexec
 
 
 class ManagedProcess:
@@ -36,7 +59,7 @@ class ManagedProcess:
         with open(self.log_file, "ab") as log:
             self.popen = subprocess.Popen(
                 list(spec.argv), env=env, cwd=str(workdir), stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
+                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with(os.getpid()),
             )
         self.pid = self.popen.pid
         try:

@@ -75,3 +75,42 @@ def test_executor_does_not_restart_locally_when_the_job_spans_other_agents(tmp_p
     assert runner.restarts == 0
     failed = [m for t, s, m in sink.statuses if t == "w0" and s == "TASK_FAILED"]
     assert failed and "other agents" in failed[0]
+
+
+def test_job_processes_die_with_a_sigkilled_executor(tmp_path):
+    """Job processes run in their own process group; when their executor is SIGKILLed (agent
+    removed, container destroyed) they must not survive it holding ports (they did)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    script = tmp_path / "exec.py"
+    script.write_text(
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from dl2_mesos.executor.launch_env import ProcSpec\n"
+        "from dl2_mesos.executor.processes import ManagedProcess\n"
+        "spec = ProcSpec('server-0', 't', 'server', 0, (sys.executable, '-c', 'import time; time.sleep(60)'), ())\n"
+        "p = ManagedProcess(spec, Path(sys.argv[1]), {})\n"
+        "print(p.pid, flush=True)\n"
+        "time.sleep(60)\n")
+    ex = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    child = int(ex.stdout.readline())
+    assert psutil.pid_exists(child)
+    os.kill(ex.pid, signal.SIGKILL)
+    ex.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(child).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, signal.SIGKILL)
+        raise AssertionError("the job process outlived its SIGKILLed executor")
