@@ -98,6 +98,8 @@ def one_round(num_jobs: int, num_agents: int, counts: tuple[tuple[int, int], tup
             for t in j.live_tasks():
                 if t.state != "TASK_RUNNING":
                     t.state = "TASK_RUNNING"
+            j.rescale_waiting.clear()  # as if every executor reported its rescale
+            core._refresh_phase(j)
     return figures
 
 

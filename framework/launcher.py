@@ -99,7 +99,7 @@ class Launcher:
                executors_here: set[tuple[str, str]]) -> list[tuple[PlannedTask, str, list[int]]] | None:
         """Claim offer resources for every new task of ``tr``, all or nothing."""
         core = self.core
-        saved = {aid: (c.free, [list(r) for r in c._ports]) for aid, c in claims.items()}
+        saved: dict[str, tuple[Resources, list[list[int]]] | None] = {}  # agent -> claim state before this tr
         new_exec: set[tuple[str, str]] = set()
         out: list[tuple[PlannedTask, str, list[int]]] = []
         extra = Resources(core.cfg.executor_cpus, 0.0, core.cfg.executor_mem)
@@ -108,9 +108,10 @@ class Launcher:
             if ag is None:
                 break
             claim = claims.get(p.agent_id)
+            if p.agent_id not in saved:
+                saved[p.agent_id] = None if claim is None else (claim.free, [list(r) for r in claim._ports])
             if claim is None:
                 claim = claims[p.agent_id] = OfferClaim(ag)
-                saved.setdefault(p.agent_id, (claim.free, [list(r) for r in claim._ports]))
             demand = p.resources
             key = (tr.job_id, p.agent_id)
             if key not in executors_here and key not in new_exec and not extra.is_zero():
@@ -124,9 +125,11 @@ class Launcher:
             executors_here |= new_exec
             return out
         # roll back this transition's claims
-        for aid in list(claims):
-            if aid in saved:
-                claims[aid].free, claims[aid]._ports = saved[aid]
+        for aid, before in saved.items():
+            if before is None:
+                claims.pop(aid, None)
+            else:
+                claims[aid].free, claims[aid]._ports = before
         return None
 
     def _execute(self, tr: Transition, matched: list[tuple[PlannedTask, str, list[int]]],

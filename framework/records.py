@@ -100,6 +100,7 @@ class JobRecord:
     last_checkpoint: dict[str, Any] = field(default_factory=dict)
     message: str = ""
     task_seq: int = 0  # for unique task ids
+    _cluster_json: tuple[Any, dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     def set_phase(self, phase: JobPhase, now: float, message: str = "") -> None:
         if phase != self.phase:
@@ -130,14 +131,12 @@ class JobRecord:
             del self.tasks[tid]
 
     def to_dict(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
         return {
             "job_id": self.job_id, "spec": self.spec.to_dict(), "submitted_at": self.submitted_at,
             "arrival_slot": self.arrival_slot, "arrival_time": self.arrival_time,
             "phase": self.phase.value, "phase_times": dict(self.phase_times),
             "epochs_done": self.epochs_done, "generation": self.generation,
-            "cluster": asdict(self.cluster) if self.cluster else None,
+            "cluster": self._cluster_dict(),
             "tasks": {k: t.to_dict() for k, t in self.tasks.items()},
             "slots_run": self.slots_run, "slots_since_rescale": self.slots_since_rescale,
             "rescales": self.rescales, "restart_count": self.restart_count, "failures": self.failures,
@@ -147,6 +146,16 @@ class JobRecord:
             "last_checkpoint": dict(self.last_checkpoint), "message": self.message,
             "task_seq": self.task_seq,
         }
+
+    def _cluster_dict(self) -> dict[str, Any] | None:
+        # the ClusterSpec is immutable: convert it once per generation, not at every write
+        from dataclasses import asdict
+
+        if self.cluster is None:
+            return None
+        if self._cluster_json is None or self._cluster_json[0] is not self.cluster:
+            self._cluster_json = (self.cluster, asdict(self.cluster))
+        return self._cluster_json[1]
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> JobRecord:
