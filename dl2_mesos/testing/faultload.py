@@ -184,3 +184,144 @@ def api_burst(api: str, token: str, count: int = 1000, concurrency: int = 32,
     return BurstResult(count, len(accepted), len(refusals), len(missing) + len(unclear),
                        statistics.median(lat), lat[min(len(lat) - 1, int(0.99 * len(lat)))], seconds,
                        dict(Counter(r[1] for r in refusals)), tuple(problems))
+
+
+@dataclass(frozen=True)
+class AgentsLoadResult:
+    """Many jobs on many local agents with light executors: how the framework copes."""
+
+    agents: int
+    jobs: int
+    running: int  # jobs seen running (tasks launched, TASK_RUNNING) before the deadline
+    seconds_to_all_running: float | None
+    decisions: int
+    decision_p50_ms: float
+    decision_max_ms: float
+    offer_events: int
+    offers: int
+    offer_event_p50_ms: float
+    offer_event_p99_ms: float
+    submit_p50_ms: float
+    submit_p99_ms: float
+    executors: int
+    problems: tuple[str, ...] = ()
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    v = sorted(values)
+    return v[min(len(v) - 1, int(q * len(v)))]
+
+
+def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None, slot: str = "5s",
+                settle_slots: int = 3, timeout: float = 300.0) -> AgentsLoadResult:
+    """``jobs`` jobs (1 PS + 1 worker each) on ``agents`` local agents, executors from the light hub.
+
+    The framework runs in this process (a real :class:`Replica` with the real pymesos driver), the
+    local cluster and the hub in their own processes. Slot decisions (policy + placement + launch
+    planning, ``SchedulerCore.decide``) and OFFERS events (``SchedulerCore.handle``) are timed.
+    """
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from dl2_mesos.config import load_config
+    from dl2_mesos.framework import events as ev
+    from dl2_mesos.framework.runner import Replica
+    from dl2_mesos.testing.lightexec import executor_command
+    from dl2_mesos.testing.localcluster import LocalCluster
+    from dl2_mesos.testing.zookeeper import free_port
+
+    work = Path(workdir or tempfile.mkdtemp(prefix="dl2-load-"))
+    hub_port, api_port = free_port(), free_port()
+    hub = subprocess.Popen([sys.executable, "-m", "dl2_mesos.testing.lightexec", "--port", str(hub_port),
+                            "--eps", "0.01", "--interval", "2"], start_new_session=True)
+    cluster = LocalCluster(agents=0, in_subprocess=True, cpus=8, mem="32GiB", work_dir=str(work / "cluster"),
+                           executor_registration_timeout=120.0, status_update_retry_interval=5.0)
+    decisions: list[float] = []
+    offer_events: list[float] = []
+    offers = [0]
+    submits: list[float] = []
+    problems: list[str] = []
+    replica = None
+    runner = None
+    try:
+        cluster.start(timeout=60)
+        ports_each = max(20, min(1000, 40000 // max(agents, 1)))
+        for i in range(agents):
+            lo = 20000 + i * ports_each
+            cluster.add_agent(ports=(lo, lo + ports_each - 1))
+        cfg = load_config(env={}, overrides={
+            "master": cluster.master, "zk": "none", "state_dir": str(work / "state"), "policy": "fifo",
+            "slot": slot, "offer_wait": "1s", "api": f"127.0.0.1:{api_port}", "launch_timeout": "120s",
+            "executor_command": executor_command(hub_port), "checkpoint_root": f"file://{work}/ckpt",
+            "online_learning": False, "progress_interval": "2s",
+        })
+        replica = Replica(cfg)
+        runner = threading.Thread(target=replica.run, daemon=True)
+        runner.start()
+        api = f"http://127.0.0.1:{api_port}"
+        deadline = time.monotonic() + 60
+        while not (replica.core is not None and replica.core.registered):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the framework did not register")
+            time.sleep(0.2)
+        core = replica.core
+        handle, decide = core.handle, core.decide
+
+        def timed_handle(event: Any) -> None:
+            t0 = time.perf_counter()
+            handle(event)
+            if isinstance(event, ev.Offers):
+                offer_events.append(time.perf_counter() - t0)
+                offers[0] += len(event.offers)
+
+        def timed_decide(slot_no: int) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return decide(slot_no)
+            finally:
+                decisions.append(time.perf_counter() - t0)
+
+        core.handle, core.decide = timed_handle, timed_decide  # instance attributes: the loop looks them up
+        spec = {"job_type": "resnet-50", "epochs": 1000, "max_ps": 1, "max_workers": 1,
+                "worker": {"cpus": 1, "gpus": 0, "mem": 512}, "ps": {"cpus": 0.5, "gpus": 0, "mem": 256}}
+        burst = api_burst(api, "", jobs, concurrency=16, spec=spec)
+        submits = [burst.p50_ms, burst.p99_ms]
+        problems += list(burst.problems)
+        t0 = time.monotonic()
+        all_running = None
+        running = 0
+        while time.monotonic() - t0 < timeout:
+            listed = requests.get(api + "/api/v1/jobs?phase=running", timeout=30).json()["jobs"]
+            running = len(listed)
+            if running >= burst.accepted:
+                all_running = time.monotonic() - t0
+                break
+            time.sleep(1.0)
+        if all_running is None:
+            problems.append(f"only {running}/{burst.accepted} jobs running after {timeout:.0f}s")
+        n = len(decisions)
+        slot_s = cfg.slot
+        wait_until = time.monotonic() + slot_s * (settle_slots + 1)
+        while len(decisions) < n + settle_slots and time.monotonic() < wait_until:
+            time.sleep(0.2)
+        hub_execs = 0
+        return AgentsLoadResult(
+            agents, jobs, running, all_running, len(decisions), _pct(decisions, 0.5) * 1000,
+            max(decisions or [0.0]) * 1000, len(offer_events), offers[0], _pct(offer_events, 0.5) * 1000,
+            _pct(offer_events, 0.99) * 1000, submits[0], submits[1], hub_execs, tuple(problems))
+    finally:
+        if replica is not None:
+            replica.stop()
+        if runner is not None:
+            runner.join(30)
+        cluster.stop(timeout=60)
+        hub.terminate()
+        try:
+            hub.wait(10)
+        except subprocess.TimeoutExpired:
+            hub.kill()
+            hub.wait()

@@ -1,0 +1,54 @@
+"""``dl2 bench``: benchmarks that print their figures."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+
+@click.group("bench")
+def bench() -> None:
+    """Run a benchmark and print its figures."""
+
+
+@bench.command("faults")
+@click.option("--scenarios", default="all", show_default=True,
+              help="Comma-separated fault scenarios (leader-kill, zk-outage, agent-removed, process-kills, "
+                   "namenode-outage, mesos), 'all' or 'none'.")
+@click.option("--fuzz-cases", default=1000, show_default=True, type=click.IntRange(min=0),
+              help="schemathesis cases against the API (0: skip).")
+@click.option("--burst", default=1000, show_default=True, type=click.IntRange(min=0),
+              help="Concurrent job submissions to a live framework (0: skip).")
+@click.option("--agents", default=500, show_default=True, type=click.IntRange(min=0),
+              help="Local agents for the load run (0: skip).")
+@click.option("--load-jobs", default=1000, show_default=True, type=click.IntRange(min=0),
+              help="Jobs for the load run (light executors, no training).")
+@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the figures here.")
+@click.option("--workdir", default=None, type=click.Path(file_okay=False), help="Logs and sandboxes (default: temp).")
+def faults(scenarios: str, fuzz_cases: int, burst: int, agents: int, load_jobs: int, json_path: str | None,
+           workdir: str | None) -> None:
+    """Inject faults into a real local deployment and print recovery, job and checkpoint figures.
+
+    Needs ZooKeeper, the HDFS jars and the MXNet job environment (scripts/install_services.sh).
+    Exits 1 when a job was lost, a checkpoint failed verification or the API answered 5xx.
+    """
+    from dl2_mesos.testing.fault_scenarios import SCENARIOS
+    from dl2_mesos.testing.faultbench import format_report, run_fault_bench, write_json
+
+    if scenarios == "all":
+        names = None
+    elif scenarios == "none":
+        names = []
+    else:
+        names = [s.strip() for s in scenarios.split(",") if s.strip()]
+        unknown = [n for n in names if n not in SCENARIOS]
+        if unknown:
+            raise click.BadParameter(f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(SCENARIOS)}",
+                                     param_hint="--scenarios")
+    report = run_fault_bench(names, fuzz_cases=fuzz_cases, burst=burst, agents=agents, load_jobs=load_jobs,
+                             workdir=workdir)
+    click.echo(format_report(report))
+    if json_path:
+        write_json(report, json_path)
+    sys.exit(0 if report.ok else 1)

@@ -1,0 +1,120 @@
+"""The fault-injection benchmark behind ``dl2 bench faults`` and ``bench/faults.py``: every fault
+scenario, the API fuzzing run, the submission burst and the many-agents load, as one table."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dl2_mesos.testing.faultload import AgentsLoadResult, BurstResult, FuzzResult
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class FaultBenchReport:
+    """Everything one run measured (any part may be missing when skipped or failed)."""
+
+    faults: list[Any] = field(default_factory=list)  # FaultResult
+    fuzz: FuzzResult | None = None
+    burst: BurstResult | None = None
+    load: AgentsLoadResult | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        conv = lambda x: dataclasses.asdict(x) if x is not None else None  # noqa: E731
+        return {"faults": [dataclasses.asdict(f) for f in self.faults], "fuzz": conv(self.fuzz),
+                "burst": conv(self.burst), "load": conv(self.load), "notes": list(self.notes)}
+
+    @property
+    def ok(self) -> bool:
+        return (all(f.ok for f in self.faults)
+                and (self.fuzz is None or (self.fuzz.server_errors == 0 and self.fuzz.unclear_rejections == 0))
+                and (self.burst is None or self.burst.lost == 0))
+
+
+def run_fault_bench(scenarios: list[str] | None = None, fuzz_cases: int = 1000, burst: int = 1000,
+                    agents: int = 500, load_jobs: int = 1000, workdir: str | None = None) -> FaultBenchReport:
+    """Start ZooKeeper and HDFS, run the scenarios, then fuzzing, the burst and the load."""
+    from dl2_mesos.testing.fault_scenarios import run_scenarios
+    from dl2_mesos.testing.faultload import agents_load, fuzz_api
+    from dl2_mesos.testing.hdfs import HdfsCluster
+    from dl2_mesos.testing.zookeeper import ZooKeeperServer
+
+    report = FaultBenchReport()
+    work = Path(workdir or tempfile.mkdtemp(prefix="dl2-bench-faults-"))
+    if scenarios != []:
+        with ZooKeeperServer() as zk, HdfsCluster() as hdfs:
+            report.faults = run_scenarios(hdfs, zk, work, scenarios)
+    if fuzz_cases:
+        report.fuzz = fuzz_api(fuzz_cases)
+    if burst:
+        report.burst = burst_on_live_framework(burst, work / "burst")
+    if agents and load_jobs:
+        try:
+            report.load = agents_load(agents, load_jobs, workdir=str(work / "load"))
+        except (RuntimeError, OSError) as exc:
+            report.notes.append(f"load at {agents} agents / {load_jobs} jobs failed: {exc}")
+    return report
+
+
+def burst_on_live_framework(count: int, workdir: Path) -> BurstResult:
+    """``count`` submissions to a real ``dl2 framework`` (ZooKeeper state store) on a local cluster
+    without agents, so jobs stay pending and only the API + store are measured."""
+    from dl2_mesos.testing.faultload import api_burst
+    from dl2_mesos.testing.faults import TOKEN, FaultRig, RigOptions
+    from dl2_mesos.testing.zookeeper import ZooKeeperServer
+
+    with ZooKeeperServer() as zk, FaultRig("burst", _NoHdfs(), zk, workdir,  # type: ignore[arg-type]
+                                           RigOptions(agents=0)) as rig:
+        return api_burst(rig.api(), TOKEN, count)
+
+
+class _NoHdfs:
+    """Stands in for an HDFS where no job ever runs (checkpoint root is never touched)."""
+
+    url = "hdfs://127.0.0.1:1"
+
+
+def format_report(r: FaultBenchReport) -> str:
+    """The table printed by ``dl2 bench faults``."""
+    lines = ["fault                              recovery (s)  jobs finished  checkpoints intact",
+             "---------------------------------  ------------  -------------  ------------------"]
+    for f in r.faults:
+        rec = f"{f.recovery_s:.1f}" if f.recovery_s is not None else "no recovery"
+        ck = f"yes ({f.checkpoints} verified)" if f.checkpoints_ok else "NO"
+        lines.append(f"{f.fault:<33}  {rec:>12}  {f.finished:>6} / {f.submitted:<4}  {ck}")
+        for p in f.problems[:3]:
+            lines.append(f"    problem: {p[:150]}")
+    if r.fuzz is not None:
+        z = r.fuzz
+        lines += ["", f"API fuzzing (schemathesis, OpenAPI): {z.cases} cases, {z.server_errors} 5xx, "
+                      f"{z.unclear_rejections} rejections without a reason; status codes {z.status_codes}"]
+        lines += [f"    example: {e}" for e in z.examples[:3]]
+    if r.burst is not None:
+        b = r.burst
+        lines += ["", f"submission burst: {b.submitted} POSTs -> {b.accepted} accepted (all listed: {b.lost == 0}), "
+                      f"{b.refused} refused {b.refusal_codes or ''}, {b.lost} lost; latency p50 {b.p50_ms:.1f} ms, "
+                      f"p99 {b.p99_ms:.1f} ms; {b.seconds:.1f} s in all"]
+    if r.load is not None:
+        ld = r.load
+        all_running = f"{ld.seconds_to_all_running:.1f} s" if ld.seconds_to_all_running is not None else "not reached"
+        lines += ["", f"load: {ld.jobs} jobs on {ld.agents} agents (light executors): {ld.running} running "
+                      f"(all running after {all_running}); slot decision p50 {ld.decision_p50_ms:.1f} ms, "
+                      f"max {ld.decision_max_ms:.1f} ms over {ld.decisions} slots; OFFERS events "
+                      f"p50 {ld.offer_event_p50_ms:.2f} ms, p99 {ld.offer_event_p99_ms:.2f} ms "
+                      f"({ld.offer_events} events, {ld.offers} offers); submissions p50 {ld.submit_p50_ms:.1f} ms, "
+                      f"p99 {ld.submit_p99_ms:.1f} ms"]
+        lines += [f"    problem: {p}" for p in ld.problems[:3]]
+    lines += [f"note: {n}" for n in r.notes]
+    return "\n".join(lines)
+
+
+def write_json(r: FaultBenchReport, path: str) -> None:
+    Path(path).write_text(json.dumps(r.to_dict(), indent=1, default=str))
+

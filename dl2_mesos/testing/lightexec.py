@@ -1,0 +1,166 @@
+"""A light fake executor for load tests only: thousands of executors without thousands of Pythons.
+
+Each executor the agent starts is a tiny ``bash`` process (:func:`executor_command`) that hands its
+``MESOS_*`` identity to one *hub* process over a TCP socket and then just waits; the hub speaks the
+real v1 Executor HTTP API to the agent on its behalf (SUBSCRIBE stream, UPDATE, MESSAGE): tasks go
+TASK_RUNNING, worker rank 0 sends a ``ProgressReport`` every ``interval`` seconds (no training),
+a ``RescaleRequest`` is answered with a ``RescaleReport``, KILL gives TASK_KILLED, and once the
+job's epochs are reached its tasks end TASK_FINISHED. When an executor has no task left the hub
+closes its socket and the bash process exits, as an executor would.
+
+Run the hub as ``python -m dl2_mesos.testing.lightexec --port P [--eps 0.05]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import dataclasses
+import json
+import logging
+import time
+import uuid
+from typing import Any
+
+import httpx
+
+from dl2_mesos.messages import LaunchSpec, ProgressReport, RescaleReport, RescaleRequest, decode_b64, encode_b64
+
+logger = logging.getLogger(__name__)
+
+
+def executor_command(port: int) -> str:
+    """The ``executor_command`` for the framework: a bash process registering with the hub."""
+    return ("exec bash -c 'exec 3<>/dev/tcp/127.0.0.1/" + str(port) + "; "
+            "echo \"$MESOS_AGENT_ENDPOINT $MESOS_FRAMEWORK_ID $MESOS_EXECUTOR_ID\" >&3; read -r _ <&3; exit 0'")
+
+
+class _Executor:
+    def __init__(self, hub: Hub, endpoint: str, fid: str, eid: str, writer: asyncio.StreamWriter) -> None:
+        self.hub, self.url = hub, f"http://{endpoint}/api/v1/executor"
+        self.fid, self.eid, self.writer = fid, eid, writer
+        self.tasks: dict[str, LaunchSpec] = {}
+        self.done = asyncio.Event()
+
+    def _ids(self) -> dict[str, Any]:
+        return {"framework_id": {"value": self.fid}, "executor_id": {"value": self.eid}}
+
+    async def call(self, body: dict[str, Any]) -> None:
+        try:
+            await self.hub.client.post(self.url, json={**body, **self._ids()},
+                                       headers={"Accept": "application/json"})
+        except httpx.HTTPError as exc:
+            logger.debug("%s: call failed: %s", self.eid, exc)
+
+    async def status(self, task_id: str, state: str, message: str = "") -> None:
+        st = {"task_id": {"value": task_id}, "state": state, "source": "SOURCE_EXECUTOR", "message": message,
+              "uuid": base64.b64encode(uuid.uuid4().bytes).decode(), "timestamp": time.time()}
+        self.hub.updates += 1
+        await self.call({"type": "UPDATE", "update": {"status": st}})
+
+    async def send(self, msg: Any) -> None:
+        await self.call({"type": "MESSAGE", "message": {"data": encode_b64(msg)}})
+
+    async def run(self) -> None:
+        body = {"type": "SUBSCRIBE", "subscribe": {"unacknowledged_tasks": [], "unacknowledged_updates": []},
+                **self._ids()}
+        try:
+            async with self.hub.client.stream("POST", self.url, json=body, timeout=None,
+                                              headers={"Accept": "application/json"}) as resp:
+                buf = b""
+                async for chunk in resp.aiter_bytes():
+                    buf += chunk
+                    while b"\n" in buf:
+                        size, _, rest = buf.partition(b"\n")
+                        n = int(size)
+                        if len(rest) < n:
+                            break
+                        event, buf = json.loads(rest[:n]), rest[n:]
+                        await self.on_event(event)
+                    if self.done.is_set():
+                        break
+        except (httpx.HTTPError, ValueError) as exc:
+            logger.debug("%s: stream ended: %s", self.eid, exc)
+        finally:
+            self.done.set()
+            self.writer.close()
+
+    async def on_event(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "LAUNCH":
+            task = event["launch"]["task"]
+            spec = decode_b64(task["data"])
+            self.tasks[spec.task_id] = spec
+            await self.status(spec.task_id, "TASK_RUNNING")
+            if spec.role == "worker" and spec.rank == 0:
+                asyncio.ensure_future(self.progress(spec))
+        elif kind == "KILL":
+            tid = event["kill"]["task_id"]["value"]
+            self.tasks.pop(tid, None)
+            await self.status(tid, "TASK_KILLED")
+            if not self.tasks:
+                self.done.set()
+        elif kind == "MESSAGE":
+            msg = decode_b64(event["message"]["data"])
+            if isinstance(msg, RescaleRequest):
+                for tid, _role, _rank in msg.assignments:
+                    if tid in self.tasks:
+                        self.tasks[tid] = dataclasses.replace(self.tasks[tid], cluster=msg.cluster)
+                first = next((t for t, _, _ in msg.assignments), "")
+                await self.send(RescaleReport(msg.job_id, first, msg.cluster.generation, True, (("restart", 0.0),)))
+        elif kind == "SHUTDOWN":
+            self.done.set()
+
+    async def progress(self, spec: LaunchSpec) -> None:
+        t0, epoch = time.monotonic(), 0.0
+        while spec.task_id in self.tasks and not self.done.is_set():
+            await asyncio.sleep(self.hub.interval)
+            epoch = min(spec.epochs, self.hub.eps * (time.monotonic() - t0))
+            self.hub.reports += 1
+            await self.send(ProgressReport(spec.job_id, spec.task_id, spec.cluster.generation, epoch,
+                                           int(epoch * 100), 100.0, timestamp=time.time()))
+            if epoch >= spec.epochs:
+                for tid in list(self.tasks):
+                    await self.status(tid, "TASK_FINISHED", "light executor: epochs reached")
+                self.tasks.clear()
+                self.done.set()
+
+
+class Hub:
+    """Serves the bash stand-ins; one :class:`_Executor` per connection."""
+
+    def __init__(self, eps: float = 0.05, interval: float = 2.0) -> None:
+        self.eps, self.interval = eps, interval
+        self.client = httpx.AsyncClient(limits=httpx.Limits(max_connections=None, max_keepalive_connections=200),
+                                        timeout=30)
+        self.executors = 0
+        self.updates = 0
+        self.reports = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        line = (await reader.readline()).decode().split()
+        if len(line) != 3:
+            writer.close()
+            return
+        self.executors += 1
+        await _Executor(self, *line, writer).run()
+
+    async def serve(self, port: int) -> None:
+        server = await asyncio.start_server(self.handle, "127.0.0.1", port, backlog=4096)
+        async with server:
+            await server.serve_forever()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--eps", type=float, default=0.05, help="epochs per second each job 'trains'")
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between progress reports")
+    a = p.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    asyncio.run(Hub(a.eps, a.interval).serve(a.port))
+
+
+if __name__ == "__main__":
+    main()
