@@ -9,6 +9,7 @@ loop: features, masks, every inference, placement checks) for
 
 * 40 concurrent jobs on the reference cluster (500 nodes; goal <= 20 ms), and
 * 1000 concurrent jobs on 1000 nodes = 2000 GPUs (goal <= 1 s),
+* every slot of one reference simulation (seed 101: median, p95 and max),
 
 each from a state where about half the jobs already run (so the policy both keeps and grows),
 and, with ``--eval``, the held-out average-JCT ratios of DL2 to DRF and to Optimus on the
@@ -64,6 +65,33 @@ def time_decide(policy, state: ClusterState, repeat: int) -> tuple[float, int]:
     return statistics.median(times), len(alloc)
 
 
+def typical_slots(policy, seed: int) -> None:
+    """Decision time of every slot of one reference simulation (the load the goal describes)."""
+    from dl2_mesos.policy.sim.config import preset
+    from dl2_mesos.policy.sim.simulator import Simulator
+    from dl2_mesos.policy.sim.trace import generate_trace
+
+    sc, tc = preset("reference")
+    sim = Simulator(sc, generate_trace(tc, seed), seed=seed)
+    times, sizes = [], []
+    state = sim.state()
+    while not sim.done:
+        if state.jobs:
+            t = time.perf_counter()
+            alloc = policy.decide(state)
+            times.append(time.perf_counter() - t)
+            sizes.append(len(state.jobs))
+        else:
+            alloc = Allocation()
+        sim.step(alloc)
+        state = sim.state()
+    ts = sorted(times)
+    p95 = ts[min(len(ts) - 1, int(0.95 * len(ts)))]
+    print(f"decision time over the {len(times)} slots of reference seed {seed} (median {statistics.median(sizes):.0f}, "
+          f"max {max(sizes)} concurrent jobs): median {statistics.median(ts) * 1000:.1f} ms, "
+          f"p95 {p95 * 1000:.1f} ms, max {ts[-1] * 1000:.1f} ms")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", help="DL2 checkpoint (default: the shipped model)")
@@ -84,6 +112,7 @@ def main() -> None:
         ok = "OK" if t <= goal else "over goal"
         print(f"decision time, {n_jobs} jobs on {n_agents} nodes ({int(state.capacity.gpus)} GPUs): "
               f"{t * 1000:.1f} ms (goal <= {goal * 1000:.0f} ms: {ok}); {n_alloc} jobs allocated")
+    typical_slots(pol, seed=101)
     if args.eval:
         from dl2_mesos.policy.cli import parse_seeds
         from dl2_mesos.policy.dl2.evaluation import evaluate, format_table

@@ -13,7 +13,7 @@ from dl2_mesos.errors import ConfigError
 
 #: Version of the feature layout (see :mod:`dl2_mesos.policy.dl2.features`). Bump it whenever the
 #: meaning or order of a feature changes; older checkpoints then fail to load with a clear error.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 ARCHS = ("shared", "flat")
 STARTS = ("current", "zero")

@@ -15,7 +15,8 @@ from threadpoolctl import threadpool_limits
 
 from dl2_mesos.allocation import Allocation, validate_allocation
 from dl2_mesos.cluster import ClusterState
-from dl2_mesos.policy.dl2.agent import NetChooser, run_slot
+from dl2_mesos.policy.dl2.agent import NetChooser, run_slot, run_slot_greedy
+from dl2_mesos.policy.dl2.network import NumpyActor
 from dl2_mesos.policy.dl2.checkpoint import LoadedModel, load_checkpoint
 from dl2_mesos.policy.dl2.network import ActorCritic
 from dl2_mesos.policy.dl2.online import ExperienceRecorder
@@ -53,7 +54,9 @@ class DL2Policy:
         self.version = version
         self.config = net.cfg
         self.recorder = recorder
+        self.sample = sample
         self._chooser = NetChooser(net.actor, sample=sample, seed=seed)
+        self._fast = NumpyActor(net.actor)
 
     def decide(self, state: ClusterState) -> Allocation:
         """Counts of every job for the slot ``state`` starts (see the slot module for the rules)."""
@@ -64,7 +67,10 @@ class DL2Policy:
         try:
             # same for numpy's BLAS (the greedy path runs the network in numpy)
             with torch.inference_mode(), threadpool_limits(limits=1, user_api="blas"):
-                alloc, steps = run_slot(state, self.config, self._chooser)
+                if self.sample:
+                    alloc, steps = run_slot(state, self.config, self._chooser)
+                else:
+                    alloc, steps = run_slot_greedy(state, self.config, self._fast, record=self.recorder is not None)
         finally:
             torch.set_num_threads(threads)
         validate_allocation(alloc, state)

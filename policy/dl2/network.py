@@ -6,10 +6,11 @@ columns followed by G global values). Two architectures (``DL2Config.arch``):
 * ``"flat"``: the paper's network: an MLP of ``layers`` x ``hidden`` ReLU units over the whole
   flattened input, then a linear layer to the 3J + 1 action logits (critic: to one value).
 * ``"shared"`` (default): the same ``layers`` x ``hidden`` MLP applied to every job column
-  (with the global values appended), weights shared across columns, so what is learnt about
-  one column holds for every column and for every window size. A masked mean over the valid
-  columns summarises the window; each job's 3 logits come from its own hidden vector and the
-  summary, the void logit and the critic's value from the summary and the global values.
+  (job features only), weights shared across columns, so what is learnt about one column
+  holds for every column and for every window size. A masked mean over the valid columns
+  summarises the window; each job's 3 logits are a linear function of its own hidden vector,
+  the summary and the global values; the void logit and the critic's value come from an MLP
+  over the summary and the global values.
 
 LayerNorm replaces the reference's (inactive) batch normalisation.
 """
@@ -37,14 +38,15 @@ class _SharedTrunk(nn.Module):
     def __init__(self, cfg: DL2Config) -> None:
         super().__init__()
         self.J = cfg.window
-        self.enc = _mlp(NUM_JOB_FEATURES + NUM_GLOBAL_FEATURES, cfg.hidden, cfg.layers)
+        # job columns only: a column's encoding changes only when that job's counts change,
+        # so inference re-encodes one row per step (see DL2Policy's incremental greedy path)
+        self.enc = _mlp(NUM_JOB_FEATURES, cfg.hidden, cfg.layers)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         b = x.shape[0]
         jobs = x[:, : self.J * NUM_JOB_FEATURES].reshape(b, self.J, NUM_JOB_FEATURES)
         g = x[:, self.J * NUM_JOB_FEATURES :]
-        inp = torch.cat([jobs, g.unsqueeze(1).expand(b, self.J, NUM_GLOBAL_FEATURES)], dim=2)
-        h = self.enc(inp)  # b, J, H
+        h = self.enc(jobs)  # b, J, H
         valid = jobs[:, :, F_VALID : F_VALID + 1]
         h = h * valid
         pooled = h.sum(dim=1) / valid.sum(dim=1).clamp(min=1.0)
@@ -63,7 +65,7 @@ class Actor(nn.Module):
             self.head = nn.Linear(cfg.hidden, cfg.num_actions)
         else:
             self.shared = _SharedTrunk(cfg)
-            self.job_head = nn.Linear(2 * cfg.hidden, 3)
+            self.job_head = nn.Linear(2 * cfg.hidden + NUM_GLOBAL_FEATURES, 3)
             self.void_head = nn.Sequential(
                 nn.Linear(cfg.hidden + NUM_GLOBAL_FEATURES, cfg.hidden), nn.ReLU(), nn.Linear(cfg.hidden, 1)
             )
@@ -73,7 +75,8 @@ class Actor(nn.Module):
             return self.head(self.trunk(x))
         h, pooled, g = self.shared(x)
         b, J = h.shape[0], h.shape[1]
-        job_logits = self.job_head(torch.cat([h, pooled.unsqueeze(1).expand(b, J, h.shape[2])], dim=2))
+        ctx = torch.cat([pooled, g], dim=1).unsqueeze(1).expand(b, J, pooled.shape[1] + g.shape[1])
+        job_logits = self.job_head(torch.cat([h, ctx], dim=2))
         void = self.void_head(torch.cat([pooled, g], dim=1))
         return torch.cat([job_logits.reshape(b, 3 * J), void], dim=1)
 
@@ -172,10 +175,30 @@ class NumpyActor:
         J = self.cfg.window
         jobs = x[: J * NUM_JOB_FEATURES].reshape(J, NUM_JOB_FEATURES)
         g = x[J * NUM_JOB_FEATURES :]
-        inp = np.concatenate([jobs, np.broadcast_to(g, (J, NUM_GLOBAL_FEATURES))], axis=1)
         valid = jobs[:, F_VALID : F_VALID + 1]
-        h = self._run(self.enc, inp) * valid
+        h = self.encode(jobs) * valid
         pooled = h.sum(axis=0) / max(float(valid.sum()), 1.0)
-        jl = self._run(self.job_head, np.concatenate([h, np.broadcast_to(pooled, h.shape)], axis=1))
-        void = self._run(self.void_head, np.concatenate([pooled, g]))
-        return np.concatenate([jl.reshape(-1), void])
+        return np.concatenate([(self.job_part(h) + self.context_part(pooled, g)).reshape(-1),
+                               self.void_logit(pooled, g)])
+
+    # -- pieces used by the incremental greedy loop (shared arch only) ----------------------
+    def encode(self, rows):
+        """Hidden vectors of job feature rows (k x F -> k x H)."""
+        return self._run(self.enc, rows)
+
+    def job_part(self, h):
+        """The hidden-vector part of the job logits (k x H -> k x 3)."""
+        _, W, b = self.job_head[0]
+        return h @ W[: h.shape[-1]]
+
+    def context_part(self, pooled, g):
+        """The part of every job's 3 logits that comes from the summary and global values (3,)."""
+        import numpy as np
+
+        _, W, b = self.job_head[0]
+        return np.concatenate([pooled, g]) @ W[len(pooled) :] + b
+
+    def void_logit(self, pooled, g):
+        import numpy as np
+
+        return self._run(self.void_head, np.concatenate([pooled, g]))

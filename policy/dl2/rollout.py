@@ -15,7 +15,8 @@ import numpy as np
 import torch
 
 from dl2_mesos.allocation import Allocation
-from dl2_mesos.policy.dl2.agent import NetChooser, run_slot
+from dl2_mesos.policy.dl2.agent import NetChooser, run_slot, run_slot_greedy
+from dl2_mesos.policy.dl2.network import NumpyActor
 from dl2_mesos.policy.dl2.config import DL2Config
 from dl2_mesos.policy.dl2.features import input_size
 from dl2_mesos.policy.dl2.learner import SlotData, stack_steps
@@ -74,6 +75,7 @@ def run_episode(spec: EpisodeSpec) -> EpisodeResult:
     actor.load_state_dict(spec.actor_state)
     actor.eval()
     chooser = NetChooser(actor, sample=spec.sample, epsilon=spec.epsilon, seed=spec.chooser_seed)
+    fast = NumpyActor(actor)
     sim = make_sim(spec.preset, spec.seed, spec.max_slots)
     D, A = input_size(cfg.window, cfg.arch), cfg.num_actions
     slots: list[SlotData] = []
@@ -85,7 +87,10 @@ def run_episode(spec: EpisodeSpec) -> EpisodeResult:
         while not sim.done:
             if state.jobs:
                 with torch.inference_mode():
-                    alloc, steps = run_slot(state, cfg, chooser)
+                    if spec.sample or spec.epsilon > 0:
+                        alloc, steps = run_slot(state, cfg, chooser)
+                    else:  # greedy evaluation: the fast incremental path DL2Policy uses
+                        alloc, steps = run_slot_greedy(state, cfg, fast, record=spec.record)
             else:
                 alloc, steps = Allocation(), []
             totals = {j.job_id: j.spec.epochs for j in state.jobs}

@@ -178,24 +178,31 @@ class SlotContext:
         frac = np.where(self._has, use / self._cap, 0.0)
         return frac.max(axis=1) if len(idx) else np.zeros(0)
 
-    def features(self, window: np.ndarray, window_index: int) -> np.ndarray:
-        """The flattened network input for ``window`` (J * F + G float32)."""
-        J, F = self.J, NUM_JOB_FEATURES
-        x = np.zeros((J, F), dtype=np.float32)
-        k = len(window)
-        if k:
-            x[:k] = self.static[window]
-            x[:k, F_SHARE] = np.minimum(self.shares(window) * self.n, 4.0)
-            x[:k, F_PS] = self.ps[window] / COUNT_SCALE
-            x[:k, F_WORKERS] = self.w[window] / COUNT_SCALE
-            x[:k, F_CHANGED] = (self.ps[window] != self.ps0[window]) | (self.w[window] != self.w0[window])
+    def job_rows(self, idx: np.ndarray) -> np.ndarray:
+        """Feature rows (len(idx) x F float32) of jobs ``idx`` at their in-slot counts."""
+        rows = self.static[idx].copy()
+        if len(idx):
+            rows[:, F_SHARE] = np.minimum(self.shares(idx) * self.n, 4.0)
+            rows[:, F_PS] = self.ps[idx] / COUNT_SCALE
+            rows[:, F_WORKERS] = self.w[idx] / COUNT_SCALE
+            rows[:, F_CHANGED] = (self.ps[idx] != self.ps0[idx]) | (self.w[idx] != self.w0[idx])
+        return rows
+
+    def global_features(self, window_index: int) -> np.ndarray:
+        """The G global values (float32)."""
         g = np.zeros(NUM_GLOBAL_FEATURES, dtype=np.float32)
         g[0] = self.free[0] / self._cap[0] if self._has[0] else 0.0
         g[1] = self.free[1] / self._cap[1] if self._has[1] else 0.0
         g[2] = min(self.n / 100.0, 10.0)
         g[3] = float(((self.ps == 0) & (self.w == 0)).sum()) / max(self.n, 1)
         g[4] = window_index / max(len(self.windows), 1)
-        return np.concatenate([x.ravel(), g])
+        return g
+
+    def features(self, window: np.ndarray, window_index: int) -> np.ndarray:
+        """The flattened network input for ``window`` (J * F + G float32; empty columns zero)."""
+        x = np.zeros((self.J, NUM_JOB_FEATURES), dtype=np.float32)
+        x[: len(window)] = self.job_rows(window)
+        return np.concatenate([x.ravel(), self.global_features(window_index)])
 
     # -- actions ----------------------------------------------------------------------------
     def apply(self, window: np.ndarray, action: int) -> bool:
