@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,13 +34,14 @@ logger = logging.getLogger(__name__)
 
 #: The demo workload: (job type, epochs, submit after seconds). Types differ so the policy has
 #: something to tell apart; every job runs the reference MXNet program (a small MLP).
+#: With one worker the reference program trains roughly one epoch per second on an idle core.
 WORKLOAD: tuple[tuple[str, float, float], ...] = (
-    ("resnet-50", 6.0, 0.0),
-    ("dssm", 4.0, 0.0),
-    ("seq2seq", 5.0, 10.0),
-    ("vgg-16", 4.0, 25.0),
-    ("wlm", 3.0, 40.0),
-    ("inception-bn", 4.0, 55.0),
+    ("resnet-50", 60.0, 0.0),
+    ("dssm", 40.0, 0.0),
+    ("seq2seq", 50.0, 15.0),
+    ("vgg-16", 40.0, 30.0),
+    ("wlm", 30.0, 45.0),
+    ("inception-bn", 40.0, 60.0),
 )
 
 
@@ -71,18 +73,30 @@ def _dl2_command() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "dl2_mesos.cli"]
 
 
-def _wait_http(url: str, timeout: float, proc: subprocess.Popen | None = None) -> None:
+def _last_error(log_path: Path) -> str:
+    """The framework's last 'Error:' line, to say why it stopped."""
+    try:
+        lines = log_path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    errors = [ln for ln in lines if ln.startswith("Error:")]
+    return errors[-1] if errors else (lines[-1] if lines else "")
+
+
+def _wait_leader(api: str, timeout: float, proc: subprocess.Popen) -> None:
+    """Wait until the framework replica leads and is registered with the master."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
+        if proc.poll() is not None:
             raise click.ClickException(f"the framework exited with code {proc.returncode} while starting")
         try:
-            if requests.get(url, timeout=1).status_code < 500:
+            health = requests.get(f"{api}/health", timeout=1).json()
+            if health.get("role") == "leader" and health.get("registered"):
                 return
-        except requests.RequestException:
+        except (requests.RequestException, ValueError):
             pass
         time.sleep(0.3)
-    raise click.ClickException(f"{url} did not answer within {timeout:.0f}s")
+    raise click.ClickException(f"the framework at {api} did not become leader within {timeout:.0f}s")
 
 
 def _jct(job: dict[str, Any]) -> float | None:
@@ -123,10 +137,14 @@ class _Progress:
 
 
 def run_demo(*, policy: str = "dl2", agents: int = 3, cpus: float = 8, gpus: int = 2, mem: str = "16GiB",
-             num_jobs: int = len(WORKLOAD), slot: str = "20s", state: str = "auto", api_port: int = 0,
+             num_jobs: int = len(WORKLOAD), epochs_scale: float = 1.0, slot: str = "20s", state: str = "auto", api_port: int = 0,
              timeout: float = 900.0, workdir: str | None = None, keep_running: bool = False,
-             echo: Any = click.echo, json_out: str | None = None) -> DemoResult:
+             echo: Any = click.echo, json_out: str | None = None,
+             on_finished: Callable[[str], None] | None = None) -> DemoResult:
     """Run the demo and return what it measured (see the module docstring).
+
+    ``on_finished(api_url)`` is called once every job has ended, while everything still runs
+    (tests use it to look at the status page).
 
     Raises:
         Stopped: on Ctrl-C / SIGTERM (everything started has been stopped by then).
@@ -170,10 +188,15 @@ def run_demo(*, policy: str = "dl2", agents: int = 3, cpus: float = 8, gpus: int
         ]
         log = open(root / "framework.log", "ab")
         framework = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        _wait_http(f"{api}/health", 60, framework)
+        try:
+            _wait_leader(api, 90, framework)
+        except click.ClickException as exc:
+            framework.wait(5)
+            raise click.ClickException(f"{exc.message}: {_last_error(root / 'framework.log')}") from None
         echo(f"framework ({policy} policy, {slot} slots): {api}  (log: {root / 'framework.log'})")
 
-        workload = [WORKLOAD[i % len(WORKLOAD)] for i in range(num_jobs)]
+        workload = [(jt, max(1.0, round(ep * epochs_scale)), after * epochs_scale)
+                    for jt, ep, after in (WORKLOAD[i % len(WORKLOAD)] for i in range(num_jobs))]
         pending = sorted(((after, jt, ep) for jt, ep, after in workload), key=lambda x: x[0])
         progress = _Progress(echo)
         submitted: list[str] = []
@@ -186,7 +209,8 @@ def run_demo(*, policy: str = "dl2", agents: int = 3, cpus: float = 8, gpus: int
             if time.monotonic() > deadline:
                 raise click.ClickException(f"jobs did not finish within {timeout:.0f}s (see {root / 'framework.log'})")
             if framework.poll() is not None:
-                raise click.ClickException(f"the framework exited with code {framework.returncode}")
+                raise click.ClickException(f"the framework exited with code {framework.returncode}: "
+                                           f"{_last_error(root / 'framework.log')}")
             elapsed = time.monotonic() - start
             while pending and pending[0][0] <= elapsed:
                 _after, jt, ep = pending.pop(0)
@@ -225,6 +249,8 @@ def run_demo(*, policy: str = "dl2", agents: int = 3, cpus: float = 8, gpus: int
         echo(f"status page: {api}/  (the webui_url the Mesos UI links to)")
         if json_out:
             Path(json_out).write_text(json.dumps(result.to_dict(), indent=2))
+        if on_finished is not None:
+            on_finished(api)
         if keep_running:
             echo("services keep running; press Ctrl-C to stop")
             while not stop_flag["stop"]:
@@ -257,6 +283,8 @@ def run_demo(*, policy: str = "dl2", agents: int = 3, cpus: float = 8, gpus: int
 @click.option("--gpus", default=2, show_default=True, type=click.IntRange(0, 16))
 @click.option("--mem", default="16GiB", show_default=True)
 @click.option("--jobs", "num_jobs", default=len(WORKLOAD), show_default=True, type=click.IntRange(1, 100))
+@click.option("--epochs-scale", default=1.0, show_default=True, type=click.FloatRange(0.01, 100),
+              help="Multiply every job's epochs (and submission delays) by this.")
 @click.option("--slot", default="20s", show_default=True, help="Slot length (short, so the demo takes minutes).")
 @click.option("--state", type=click.Choice(["auto", "zookeeper", "file"]), default="auto", show_default=True,
               help="auto: embedded ZooKeeper when Java and ZooKeeper are installed, else local files.")
@@ -266,7 +294,8 @@ def run_demo(*, policy: str = "dl2", agents: int = 3, cpus: float = 8, gpus: int
 @click.option("--keep-running/--no-keep-running", default=None,
               help="Keep the cluster and status page up after the summary (default: when on a terminal).")
 @click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False), help="Write the result here.")
-def demo(policy: str, agents: int, cpus: float, gpus: int, mem: str, num_jobs: int, slot: str, state: str,
+def demo(policy: str, agents: int, cpus: float, gpus: int, mem: str, num_jobs: int, epochs_scale: float,
+         slot: str, state: str,
          api_port: int, timeout: float, workdir: str | None, keep_running: bool | None,
          json_out: str | None) -> None:
     """Run the local-cluster demo: real training jobs scheduled by the DL2 policy."""
@@ -278,7 +307,8 @@ def demo(policy: str, agents: int, cpus: float, gpus: int, mem: str, num_jobs: i
     if keep_running is None:
         keep_running = sys.stdout.isatty()
     try:
-        run_demo(policy=policy, agents=agents, cpus=cpus, gpus=gpus, mem=mem, num_jobs=num_jobs, slot=slot,
+        run_demo(policy=policy, agents=agents, cpus=cpus, gpus=gpus, mem=mem, num_jobs=num_jobs,
+                 epochs_scale=epochs_scale, slot=slot,
                  state=state, api_port=api_port, timeout=timeout, workdir=workdir, keep_running=keep_running,
                  json_out=json_out)
     except Stopped:

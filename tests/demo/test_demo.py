@@ -1,0 +1,78 @@
+"""The demo path end to end, reduced (2 agents, 3 short jobs), and its status page in a real browser."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import psutil
+import pytest
+
+from dl2_mesos.demo import run_demo
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = Path(os.environ.get("DL2_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "runs" / "test-artifacts"))
+
+
+def _screenshot(url: str, path: Path) -> str:
+    """Load ``url`` in headless Chromium, save a screenshot, return the page's visible text."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900}, java_script_enabled=False)
+            page.goto(url, wait_until="load", timeout=30_000)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(path), full_page=True)
+            return page.inner_text("body")
+        finally:
+            browser.close()
+
+
+def _leftovers(workdir: Path) -> list[psutil.Process]:
+    out = []
+    for proc in psutil.process_iter(["cmdline", "environ"]):
+        try:
+            cmd = " ".join(proc.info["cmdline"] or [])
+            env = proc.info["environ"] or {}
+        except (psutil.Error, OSError):
+            continue
+        if str(workdir) in cmd or any(str(workdir) in v for v in env.values()):
+            out.append(proc)
+    return out
+
+
+def test_demo_runs_jobs_to_completion_and_serves_the_status_page(tmp_path):
+    if not Path(CHROMIUM).exists():
+        pytest.fail("chromium is not installed: run `bash scripts/install_services.sh` (CI does)")
+    workdir = tmp_path / "demo"
+    seen: dict[str, str] = {}
+    lines: list[str] = []
+
+    def look(api: str) -> None:
+        seen["text"] = _screenshot(api + "/", ARTIFACTS / "status-page.png")
+
+    result = run_demo(policy=os.environ.get("DL2_DEMO_TEST_POLICY", "dl2"), agents=2, num_jobs=3, epochs_scale=0.3, slot="6s", timeout=420, workdir=str(workdir),
+                      echo=lines.append, on_finished=look)
+    assert len(result.jobs) == 3
+    for job in result.jobs:
+        assert job["phase"] == "finished", (job, "\n".join(lines))
+        assert job["jct_seconds"] is not None and job["jct_seconds"] > 0
+    assert result.avg_jct is not None
+    assert any("average JCT" in line for line in lines)
+    text = seen["text"]
+    for job in result.jobs:
+        assert job["id"] in text
+    assert "finished" in text
+    assert "dl2" in text.lower()
+    assert (ARTIFACTS / "status-page.png").stat().st_size > 10_000
+    # everything the demo started is gone
+    assert not _leftovers(workdir), [p.info["cmdline"] for p in _leftovers(workdir)]
