@@ -82,6 +82,8 @@ class SchedulerCore:
         self._dirty: set[str] = set()
         self._meta_dirty = False
         self._acks: list[dict] = []
+        self.replies: list[tuple[Any, Any, BaseException | None]] = []  # (future, result, error)
+        self.defer_replies = False
         self._slot_epochs: dict[str, float] = {}  # epochs at the start of the current slot
         self._progress_saved: dict[str, float] = {}
         self.launcher = Launcher(self)
@@ -98,7 +100,8 @@ class SchedulerCore:
         for job in self.jobs.values():
             if job.cluster is not None and not job.phase.terminal:
                 self.intended[job.job_id] = JobAllocation(len(job.cluster.servers), len(job.cluster.workers))
-            self._slot_epochs[job.job_id] = job.epochs_done
+            if not job.phase.terminal:
+                self._slot_epochs[job.job_id] = job.epochs_done
         logger.info("restored %d jobs, framework id %s, term %s", len(self.jobs), self.framework_id, meta["term"])
 
     def handle(self, event: Any) -> None:
@@ -107,8 +110,22 @@ class SchedulerCore:
         if handler is None:
             logger.warning("ignoring unknown event %r", event)
             return
-        handler(self, event)
-        self.flush()
+        try:
+            handler(self, event)
+            self.flush()
+        finally:
+            if not self.defer_replies:
+                self.resolve_replies()
+
+    def resolve_replies(self) -> None:
+        """Answer the API commands handled so far (the loop does it after publishing its view, so
+        a client that got 201 also finds its job in the next read)."""
+        replies, self.replies = self.replies, []
+        for fut, result, exc in replies:
+            if exc is not None:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(result)
 
     def flush(self) -> None:
         """Persist dirty jobs (and meta), then send the acknowledgements that waited for it."""
@@ -310,9 +327,9 @@ class SchedulerCore:
     def _on_submit(self, e: ev.SubmitJob) -> None:
         try:
             job = self.submit(e.spec)
-            e.reply.set_result(job.public())
+            self.replies.append((e.reply, job.public(), None))
         except Exception as exc:  # reported to the HTTP caller
-            e.reply.set_exception(exc)
+            self.replies.append((e.reply, None, exc))
             if isinstance(exc, (StaleVersion, StoreUnavailable)):
                 raise
 
@@ -326,7 +343,6 @@ class SchedulerCore:
         )
         job.phase_times[JobPhase.PENDING.value] = now
         self.jobs[job_id] = job
-        self._slot_epochs[job_id] = 0.0
         self.dirty(job)
         self.flush()  # the caller gets 201 only once the job is stored
         logger.info("job %s submitted (%s, %s epochs)", job_id, spec.job_type, spec.epochs)
@@ -334,9 +350,9 @@ class SchedulerCore:
 
     def _on_cancel(self, e: ev.CancelJob) -> None:
         try:
-            e.reply.set_result(self.cancel(e.job_id).public())
+            self.replies.append((e.reply, self.cancel(e.job_id).public(), None))
         except Exception as exc:
-            e.reply.set_exception(exc)
+            self.replies.append((e.reply, None, exc))
 
     def cancel(self, job_id: str) -> JobRecord:
         job = self.jobs.get(job_id)
@@ -544,15 +560,18 @@ class SchedulerCore:
         return allocation
 
     def _slot_reward(self) -> float | None:
-        """DL2's reward of the slot that just ended: sum of epochs trained / total epochs."""
-        if self.last_slot < 0:
-            self._slot_epochs = {j.job_id: j.epochs_done for j in self.jobs.values()}
+        """DL2's reward of the slot that just ended: sum over the jobs that were active at its
+        start of epochs trained / total epochs. None when no job was active (an idle cluster says
+        nothing about the policy, so it must not count towards a rollback)."""
+        before, self._slot_epochs = self._slot_epochs, {
+            j.job_id: j.epochs_done for j in self.jobs.values() if not j.phase.terminal}
+        if self.last_slot < 0 or not before:
             return None
         r = 0.0
-        for j in self.jobs.values():
-            before = self._slot_epochs.get(j.job_id, 0.0)
-            r += max(0.0, j.epochs_done - before) / j.spec.epochs
-        self._slot_epochs = {j.job_id: j.epochs_done for j in self.jobs.values()}
+        for job_id, done in before.items():
+            j = self.jobs.get(job_id)
+            if j is not None:
+                r += max(0.0, j.epochs_done - done) / j.spec.epochs
         return r
 
     def apply(self, allocation: Allocation, state: ClusterState, now: float) -> Any:

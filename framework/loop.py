@@ -35,6 +35,7 @@ class SchedulingLoop:
         self.events = events
         self.on_fatal = on_fatal
         self._view: dict[str, Any] = core.view()
+        core.defer_replies = True  # answered after the view that shows them is published
         self._thread: threading.Thread | None = None
         self._stopped = threading.Event()
         self.slow_callback_seconds = 1.0
@@ -83,8 +84,13 @@ class SchedulingLoop:
             except Exception:  # one bad event must not kill the scheduler
                 logger.exception("error handling %r", event)
             now = time.monotonic()
-            if now - last_publish >= PUBLISH_SECONDS or (event is not None and self.events.empty()):
+            if (now - last_publish >= PUBLISH_SECONDS or self.core.replies
+                    or (event is not None and self.events.empty())):
                 self._view = self.core.view()
                 last_publish = now
+            self.core.resolve_replies()
         self._view = self.core.view()
+        for fut, _, _ in self.core.replies:
+            fut.set_exception(TimeoutError("the scheduling loop stopped"))
+        self.core.replies = []
         self._stopped.set()
