@@ -1,0 +1,365 @@
+"""The framework's status page (the ``webui_url`` the Mesos UI links to), rendered on the server.
+
+Everything is plain HTML with a little CSS; "over time" is drawn as inline SVG (sparklines,
+step lines, stacked bars), so the page needs no JavaScript. Its only input is the loop's
+published view (``jobs``, ``cluster``, ``policy``, ``history``; see
+:mod:`dl2_mesos.framework.views` and :mod:`dl2_mesos.framework.history`), so rendering never
+touches live scheduler state. Every text that a user or an agent controls (job names, ids,
+messages, hostnames, reasons) goes through :func:`html.escape`.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from dl2_mesos.framework.history import RESCALE_PHASES
+
+MAX_FINISHED_JOBS = 50
+MAX_RESCALE_ROWS = 30
+MAX_DECISION_ROWS = 25
+PHASE_COLOURS = {"stop": "#d9534f", "save": "#f0ad4e", "upload": "#f0ad4e", "wait_checkpoint": "#c9a0dc",
+                 "download": "#5bc0de", "relaunch": "#337ab7", "first_batch": "#5cb85c"}
+RESOURCE_UNITS = {"cpus": "cpus", "gpus": "gpus", "mem": "MiB"}
+
+_CSS = """
+body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0;color:#222;background:#f6f7f9}
+header{background:#263238;color:#fff;padding:10px 20px}header h1{margin:0;font-size:20px;display:inline}
+header .meta{margin-left:16px;color:#cfd8dc;font-size:13px}header a{color:#80cbc4}
+main{padding:8px 20px 24px}section{background:#fff;border:1px solid #dde1e6;border-radius:6px;
+padding:10px 14px;margin:12px 0}h2{font-size:16px;margin:2px 0 8px}
+table{border-collapse:collapse;width:100%;font-size:13px}th,td{padding:4px 8px;text-align:left;
+border-bottom:1px solid #eceff1;vertical-align:middle}th{background:#eceff1;font-weight:600}
+td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}.muted{color:#78909c}
+.badge{display:inline-block;padding:1px 7px;border-radius:9px;font-size:12px;color:#fff;background:#90a4ae}
+.b-running{background:#43a047}.b-rescaling{background:#fb8c00}.b-pending{background:#1e88e5}
+.b-finished{background:#546e7a}.b-failed{background:#e53935}.b-cancelled{background:#8d6e63}
+.bar{display:inline-block;width:140px;height:10px;background:#eceff1;border-radius:5px;overflow:hidden;
+vertical-align:middle;margin-right:6px}.bar span{display:block;height:100%;background:#43a047}
+.grid{display:flex;flex-wrap:wrap;gap:10px 28px}.kv b{font-weight:600}.legend span{margin-right:12px}
+.sw{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:4px;vertical-align:middle}
+svg{vertical-align:middle}footer{padding:0 20px 16px;font-size:12px;color:#78909c}
+"""
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _num(x: Any, fmt: str = "{:.2f}", missing: str = "–") -> str:
+    """A finite number formatted, else ``missing`` (view values are never trusted to be numbers)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        return missing
+    return _e(fmt.format(x))
+
+
+def _clock(ts: Any) -> str:
+    if not isinstance(ts, (int, float)) or ts <= 0:
+        return "–"
+    return time.strftime("%H:%M:%S", time.localtime(ts))
+
+
+def _pct(part: float, whole: float) -> float:
+    return 0.0 if whole <= 0 else max(0.0, min(100.0, 100.0 * part / whole))
+
+
+def _bar(fraction_pct: float, colour: str = "#43a047") -> str:
+    return f'<span class="bar"><span style="width:{fraction_pct:.1f}%;background:{colour}"></span></span>'
+
+
+# -- SVG -----------------------------------------------------------------------------------
+def sparkline(series: Sequence[tuple[Sequence[float | None], str]], *, width: int = 180, height: int = 32,
+              ymax: float | None = None, step: bool = False, title: str = "") -> str:
+    """Inline SVG with one polyline per ``(values, colour)``; None values break nothing (skipped).
+
+    All series share the x axis (index) and the y range ``[0, ymax]`` (default: their maximum).
+    ``step`` draws step lines (for counts such as PS/workers).
+    """
+    n = max((len(v) for v, _ in series), default=0)
+    finite = [y for v, _ in series for y in v if isinstance(y, (int, float)) and math.isfinite(y)]
+    top = ymax if ymax is not None else max(finite, default=0.0)
+    top = top if top > 0 else 1.0
+    pad = 2
+    out = [f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">']
+    if title:
+        out.append(f"<title>{_e(title)}</title>")
+    out.append(f'<rect x="0" y="0" width="{width}" height="{height}" fill="#fafbfc" stroke="#eceff1"/>')
+    if n == 0 or not finite:
+        out.append(f'<text x="4" y="{height // 2 + 4}" font-size="10" fill="#90a4ae">no data yet</text></svg>')
+        return "".join(out)
+    dx = (width - 2 * pad) / max(1, n - 1)
+    for values, colour in series:
+        pts: list[str] = []
+        prev_y: float | None = None
+        for i, y in enumerate(values):
+            if not isinstance(y, (int, float)) or not math.isfinite(y):
+                continue
+            px = pad + i * dx
+            py = height - pad - (height - 2 * pad) * min(1.0, max(0.0, y / top))
+            if step and prev_y is not None:
+                pts.append(f"{px:.1f},{prev_y:.1f}")
+            pts.append(f"{px:.1f},{py:.1f}")
+            prev_y = py
+        if len(pts) == 1:  # a single point: a short tick so it is visible
+            x, y = pts[0].split(",")
+            pts.append(f"{float(x) + 3:.1f},{y}")
+        out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.6" points="{" ".join(pts)}"/>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def stacked_bar(parts: Iterable[tuple[str, float]], scale: float, *, width: int = 220, height: int = 12) -> str:
+    """Inline SVG: one horizontal bar of ``parts`` (name, seconds), ``scale`` seconds = full width."""
+    out = [f'<svg width="{width}" height="{height}" role="img">',
+           f'<rect width="{width}" height="{height}" fill="#eceff1"/>']
+    x = 0.0
+    for name, seconds in parts:
+        w = 0.0 if scale <= 0 else width * max(0.0, seconds) / scale
+        colour = PHASE_COLOURS.get(name, "#90a4ae")
+        out.append(f'<rect x="{x:.1f}" width="{w:.1f}" height="{height}" fill="{colour}">'
+                   f"<title>{_e(name)} {seconds:.2f}s</title></rect>")
+        x += w
+    out.append("</svg>")
+    return "".join(out)
+
+
+# -- sections ------------------------------------------------------------------------------
+def _job_series(slots: Sequence[dict[str, Any]]) -> dict[str, dict[str, list[float | None]]]:
+    """Per job: PS, workers and epochs per recorded slot (None where the job was not active)."""
+    out: dict[str, dict[str, list[float | None]]] = {}
+    for i, rec in enumerate(slots):
+        for jid, j in (rec.get("jobs") or {}).items():
+            s = out.setdefault(jid, {"ps": [None] * len(slots), "workers": [None] * len(slots)})
+            s["ps"][i] = j.get("ps")
+            s["workers"][i] = j.get("workers")
+    # keep only the stretch where the job existed, so short jobs do not become a dot at the edge
+    for s in out.values():
+        idx = [i for i, v in enumerate(s["workers"]) if v is not None]
+        lo, hi = idx[0], idx[-1] + 1
+        s["ps"], s["workers"] = s["ps"][lo:hi], s["workers"][lo:hi]
+    return out
+
+
+def _jobs_section(jobs: dict[str, dict[str, Any]], slots: Sequence[dict[str, Any]]) -> str:
+    active = sorted((j for j in jobs.values() if j.get("phase") not in ("finished", "failed", "cancelled")),
+                    key=lambda j: j.get("submitted_at", 0))
+    ended = sorted((j for j in jobs.values() if j.get("phase") in ("finished", "failed", "cancelled")),
+                   key=lambda j: -(j.get("submitted_at") or 0))
+    hidden = max(0, len(ended) - MAX_FINISHED_JOBS)
+    series = _job_series(slots)
+    rows = []
+    for j in active + ended[:MAX_FINISHED_JOBS]:
+        jid = str(j.get("id", ""))
+        phase = str(j.get("phase", "?"))
+        prog = j.get("progress") if isinstance(j.get("progress"), (int, float)) else 0.0
+        s = series.get(jid)
+        if s:
+            ymax = max([v for v in s["workers"] + s["ps"] if isinstance(v, (int, float))] + [1])
+            spark = sparkline([(s["workers"], "#1e88e5"), (s["ps"], "#fb8c00")], step=True, ymax=ymax,
+                              title=f"{jid}: workers (blue) and PS (orange) per slot, max {ymax}")
+            spark += f' <span class="muted">max {_e(ymax)}</span>'
+        else:
+            spark = '<span class="muted">–</span>'
+        name = j.get("name") or ""
+        rows.append(
+            f"<tr><td><code>{_e(jid)}</code>{'<br><span class=muted>' + _e(name) + '</span>' if name and name != jid else ''}</td>"
+            f"<td>{_e(j.get('job_type', ''))}</td>"
+            f'<td><span class="badge b-{_e(phase)}">{_e(phase)}</span></td>'
+            f"<td>{_bar(100.0 * prog)}{_num(j.get('epochs_done'))} / {_num(j.get('epochs'), '{:g}')}"
+            f' <span class="muted">({_num(100.0 * prog, "{:.0f}")}%)</span></td>'
+            f"<td class=n>{_num(j.get('num_ps'), '{:d}')}</td><td class=n>{_num(j.get('num_workers'), '{:d}')}</td>"
+            f"<td>{spark}</td><td class=n>{_num(j.get('rescales'), '{:d}')}</td>"
+            f"<td class=n>{_num(j.get('measured_epochs_per_second'), '{:.3f}')}</td>"
+            f'<td class="muted">{_e(j.get("message", ""))}</td></tr>'
+        )
+    body = "".join(rows) or '<tr><td colspan="10" class="muted">no jobs yet</td></tr>'
+    more = f'<p class="muted">{hidden} older ended jobs not shown (see /api/v1/jobs)</p>' if hidden else ""
+    return (
+        f'<section id="jobs"><h2>Jobs ({len(jobs)})</h2>'
+        '<p class="legend muted"><span><i class="sw" style="background:#1e88e5"></i>workers</span>'
+        '<span><i class="sw" style="background:#fb8c00"></i>parameter servers</span> per slot</p>'
+        "<table><tr><th>job</th><th>type</th><th>state</th><th>progress (epochs)</th><th class=n>PS</th>"
+        "<th class=n>workers</th><th>PS / workers over time</th><th class=n>rescales</th>"
+        f"<th class=n>epochs/s</th><th>message</th></tr>{body}</table>{more}</section>"
+    )
+
+
+def _utilisation_section(cluster: dict[str, Any], slots: Sequence[dict[str, Any]]) -> str:
+    agents = cluster.get("agents") or []
+    if slots:
+        util = slots[-1].get("utilisation") or {}
+        alloc, known = util.get("allocated") or {}, util.get("known") or {}
+        when = f"at the decision of slot {_e(slots[-1].get('slot'))}"
+    else:  # no decision yet: what the agents table shows now
+        alloc = {k: sum(float((a.get("used_by_dl2") or {}).get(k, 0)) for a in agents) for k in RESOURCE_UNITS}
+        known = {k: alloc[k] + sum(float((a.get("offered") or {}).get(k, 0)) for a in agents) for k in RESOURCE_UNITS}
+        when = "now (no slot decided yet)"
+    colours = {"cpus": "#1e88e5", "gpus": "#8e24aa", "mem": "#00897b"}
+    cells = []
+    for k, unit in RESOURCE_UNITS.items():
+        a, t = float(alloc.get(k, 0) or 0), float(known.get(k, 0) or 0)
+        hist = [_pct(float((r.get("utilisation") or {}).get("allocated", {}).get(k, 0)),
+                     float((r.get("utilisation") or {}).get("known", {}).get(k, 0))) for r in slots]
+        cells.append(
+            f'<div class="kv"><b>{k}</b> {_bar(_pct(a, t), colours[k])}{_num(a, "{:g}")} of {_num(t, "{:g}")} {unit}'
+            f' <span class="muted">({_num(_pct(a, t), "{:.0f}")}% allocated, {_num(max(0.0, t - a), "{:g}")} offered free)</span>'
+            f"<br>{sparkline([(hist, colours[k])], width=260, height=36, ymax=100.0, title=f'{k} allocated / known, % per slot')}"
+            f' <span class="muted">% over {len(hist)} slots</span></div>'
+        )
+    rows = "".join(
+        f"<tr><td>{_e(a.get('hostname', ''))}<br><span class=muted>{_e(a.get('agent_id', ''))}</span></td>"
+        + "".join(f"<td class=n>{_num((a.get('used_by_dl2') or {}).get(k), '{:g}')}</td>" for k in RESOURCE_UNITS)
+        + "".join(f"<td class=n>{_num((a.get('offered') or {}).get(k), '{:g}')}</td>" for k in RESOURCE_UNITS)
+        + f"<td class=n>{len(a.get('tasks') or [])}</td></tr>"
+        for a in agents
+    ) or '<tr><td colspan="8" class="muted">no agent known (no offers held and no tasks running)</td></tr>'
+    return (
+        f'<section id="utilisation"><h2>Cluster utilisation</h2><p class="muted">allocated by dl2 vs. known '
+        f"(held offers + dl2's tasks), {when}</p><div class='grid'>{''.join(cells)}</div>"
+        "<h3 style='font-size:14px;margin:10px 0 4px'>Agents now</h3>"
+        "<table><tr><th>agent</th><th class=n>cpus used</th><th class=n>gpus used</th><th class=n>mem used</th>"
+        "<th class=n>cpus offered</th><th class=n>gpus offered</th><th class=n>mem offered</th>"
+        f"<th class=n>tasks</th></tr>{rows}</table></section>"
+    )
+
+
+def _policy_section(policy: dict[str, Any], cluster: dict[str, Any], slots: Sequence[dict[str, Any]]) -> str:
+    name = policy.get("name") or cluster.get("policy") or "?"
+    version = policy.get("model_version")
+    online = policy.get("online_learning")
+    rewards = [r for r in (policy.get("recent_rewards") or []) if isinstance(r, (int, float))]
+    if not rewards:
+        rewards = [r.get("reward") for r in slots if isinstance(r.get("reward"), (int, float))]
+    rollbacks = policy.get("rollbacks") or []
+    last_rb = rollbacks[-1] if rollbacks else None
+    items = [
+        f"<div class='kv'><b>policy</b> <code id='policy-name'>{_e(name)}</code></div>",
+        f"<div class='kv'><b>model version</b> {_e(version) if version is not None else '<span class=muted>n/a</span>'}"
+        + (f" <span class='muted'>(kept: {_e(', '.join(str(v) for v in policy.get('history') or []))})</span>"
+           if policy.get("history") else "") + "</div>",
+        f"<div class='kv'><b>online learning</b> {'on' if online else 'off'}"
+        + ("" if policy.get("learnable", version is not None) else " <span class='muted'>(not learnable)</span>")
+        + "</div>",
+        f"<div class='kv'><b>baseline reward</b> {_num(policy.get('baseline_reward'), '{:.4f}')}</div>",
+        f"<div class='kv'><b>rollbacks</b> {len(rollbacks)}"
+        + (f" <span class='muted'>(last {_e(last_rb.get('from'))} → {_e(last_rb.get('to'))}: "
+           f"{_e(last_rb.get('reason', ''))})</span>" if isinstance(last_rb, dict) else "") + "</div>",
+    ]
+    recent = ", ".join(_num(r, "{:.4f}") for r in rewards[-8:]) or "none yet"
+    return (
+        f'<section id="policy"><h2>Policy</h2><div class="grid">{"".join(items)}</div>'
+        f"<p>recent rewards (epochs trained / total epochs, summed per slot): "
+        f"{sparkline([(rewards, '#6d4c41')], width=260, height=36, title='reward per slot')} "
+        f'<span class="muted">{recent}</span></p></section>'
+    )
+
+
+def _decisions_section(slots: Sequence[dict[str, Any]]) -> str:
+    recent = list(slots)[-MAX_DECISION_ROWS:][::-1]
+    lat = [r.get("policy_seconds") for r in slots]
+    lat_ms = [1000.0 * x if isinstance(x, (int, float)) else None for x in lat]
+    rows = []
+    for r in recent:
+        changes = r.get("changes") or []
+        ch = "<br>".join(
+            f"<code>{_e(c.get('job_id'))}</code> {_e(_counts(c.get('from')))} → {_e(_counts(c.get('to')))}"
+            for c in changes) or '<span class="muted">no change</span>'
+        rows.append(
+            f"<tr><td class=n>{_e(r.get('slot'))}</td><td>{_clock(r.get('at'))}</td>"
+            f"<td class=n>{_num(1000.0 * r['policy_seconds'] if isinstance(r.get('policy_seconds'), (int, float)) else None, '{:.1f}')}</td>"
+            f"<td class=n>{_num(1000.0 * r['round_seconds'] if isinstance(r.get('round_seconds'), (int, float)) else None, '{:.1f}')}</td>"
+            f"<td class=n>{_num(r.get('reward'), '{:.4f}')}</td><td class=n>{len(r.get('jobs') or {})}</td><td>{ch}</td></tr>"
+        )
+    body = "".join(rows) or '<tr><td colspan="7" class="muted">no slot decided yet</td></tr>'
+    return (
+        f'<section id="decisions"><h2>Recent decisions</h2><p>policy latency per slot (ms): '
+        f"{sparkline([(lat_ms, '#3949ab')], width=260, height=36, title='decision latency (ms) per slot')} "
+        f'<span class="muted">max {_num(max([x for x in lat_ms if x is not None], default=None), "{:.1f}")} ms '
+        f"over {len(slots)} slots</span></p>"
+        "<table><tr><th class=n>slot</th><th>time</th><th class=n>policy ms</th><th class=n>round ms</th>"
+        f"<th class=n>reward</th><th class=n>jobs</th><th>allocation changes (PS/workers)</th></tr>{body}</table></section>"
+    )
+
+
+def _counts(pair: Any) -> str:
+    if isinstance(pair, (list, tuple)) and len(pair) == 2:
+        return f"{pair[0]} PS / {pair[1]} w"
+    return "?"
+
+
+def _rescales_section(rescales: Sequence[dict[str, Any]]) -> str:
+    recent = list(rescales)[-MAX_RESCALE_ROWS:][::-1]
+    shown = [p for p in RESCALE_PHASES if any(p in (r.get("phases") or {}) for r in recent)] or list(RESCALE_PHASES)
+    scale = max([float((r.get("phases") or {}).get("total", 0) or 0) for r in recent] + [0.0])
+    rows = []
+    for r in recent:
+        ph = r.get("phases") or {}
+        parts = [(p, float(ph[p])) for p in RESCALE_PHASES if p not in ("total", "save") and p in ph]
+        ok = r.get("ok")
+        rows.append(
+            f"<tr><td>{_clock(r.get('at'))}</td><td><code>{_e(r.get('job_id'))}</code></td>"
+            f"<td class=n>{_e(r.get('generation'))}</td><td class=muted>{_e(r.get('executor_id'))}</td>"
+            f"<td>{'ok' if ok else '<b style=color:#e53935>failed</b> ' + _e(r.get('reason', ''))}</td>"
+            + "".join(f"<td class=n>{_num(ph.get(p))}</td>" for p in shown)
+            + f"<td>{stacked_bar(parts, scale)}</td></tr>"
+        )
+    legend = "".join(f'<span><i class="sw" style="background:{c}"></i>{_e(p)}</span>'
+                     for p, c in PHASE_COLOURS.items() if p != "save" and p in shown)
+    body = "".join(rows) or f'<tr><td colspan="{6 + len(shown)}" class="muted">no rescale yet</td></tr>'
+    return (
+        f'<section id="rescales"><h2>Rescale events ({len(rescales)})</h2>'
+        '<p class="muted">measured by the executors (seconds); <i>total</i> excludes <i>save</i>, '
+        f"which overlaps <i>stop</i></p><p class='legend'>{legend}</p>"
+        "<table><tr><th>time</th><th>job</th><th class=n>gen</th><th>executor</th><th>result</th>"
+        + "".join(f"<th class=n>{_e(p)}</th>" for p in shown)
+        + f"<th>phases</th></tr>{body}</table></section>"
+    )
+
+
+# -- pages ---------------------------------------------------------------------------------
+def render_status_page(view: dict[str, Any], health: dict[str, Any] | None = None, *, refresh_seconds: int = 5) -> str:
+    """The leader's status page from a published view (``history`` may be missing: empty charts)."""
+    health = health or {}
+    cluster = view.get("cluster") or {}
+    jobs = view.get("jobs") or {}
+    policy = view.get("policy") or {}
+    history = view.get("history") or {}
+    slots = history.get("slots") or []
+    rescales = history.get("rescales") or []
+    phases = cluster.get("jobs_by_phase") or {}
+    summary = ", ".join(f"{n} {_e(p)}" for p, n in phases.items() if n) or "no jobs"
+    refresh = f"<meta http-equiv='refresh' content='{int(refresh_seconds)}'>" if refresh_seconds > 0 else ""
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        f"<meta name='viewport' content='width=device-width'>{refresh}<title>dl2 framework</title>"
+        f"<style>{_CSS}</style></head><body><header><h1>dl2 framework</h1><span class='meta'>"
+        f"{_e(health.get('role', 'leader'))} · framework {_e(cluster.get('framework_id') or '–')} · "
+        f"{'registered' if cluster.get('registered') else 'not registered'}"
+        f"{' · suspended' if cluster.get('suspended') else ''} · slot {_e(cluster.get('slot', '–'))} "
+        f"({_num(cluster.get('slot_seconds'), '{:g}')} s) · policy {_e(cluster.get('policy') or policy.get('name') or '?')}"
+        f" · {len(cluster.get('agents') or [])} agents · {summary} · "
+        "<a href='/docs'>API</a> · <a href='/api/v1/history'>history JSON</a> · <a href='/metrics'>metrics</a>"
+        "</span></header><main>"
+        + _jobs_section(jobs, slots)
+        + _utilisation_section(cluster, slots)
+        + _policy_section(policy, cluster, slots)
+        + _decisions_section(slots)
+        + _rescales_section(rescales)
+        + f"</main><footer>rendered {time.strftime('%Y-%m-%d %H:%M:%S')}; "
+        f"{'refreshes every ' + str(int(refresh_seconds)) + ' s; ' if refresh_seconds > 0 else ''}"
+        f"history keeps the last {_e(history.get('max_slots', '–'))} slots</footer></body></html>"
+    )
+
+
+def render_standby_page(leader_url: str | None) -> str:
+    """What a standby replica shows: a link to the leader."""
+    if leader_url and leader_url.startswith(("http://", "https://")):
+        link = f'<a href="{_e(leader_url)}">{_e(leader_url)}</a>'
+    else:  # never turn anything else (javascript:, data:) into a link
+        link = _e(leader_url) if leader_url else "unknown"
+    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>dl2 (standby)</title>"
+            f"<style>{_CSS}</style></head><body><header><h1>dl2 standby replica</h1></header>"
+            f"<main><section><p>Leader: {link}</p></section></main></body></html>")
