@@ -9,7 +9,6 @@ replica every ``/api/v1`` call is redirected (307) to the leader, or answered 50
 from __future__ import annotations
 
 import hmac
-import html
 import json
 import logging
 from typing import Any, Protocol
@@ -20,6 +19,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from dl2_mesos.errors import Dl2Error, InvalidJobSpec
 from dl2_mesos.jobs import JobPhase, JobSpec
 from dl2_mesos.job_types import job_type_names
+from dl2_mesos.framework.status_page import render_standby_page, render_status_page
 
 logger = logging.getLogger(__name__)
 
@@ -186,6 +186,10 @@ def create_app(backend: Backend, *, api_token: str = "", max_body_bytes: int = 6
     def policy() -> Response:
         return JSONResponse(backend.view()["policy"])
 
+    @app.get("/api/v1/history", summary="Recent slots (allocations, utilisation, decisions) and rescale reports")
+    def history() -> Response:
+        return JSONResponse(backend.view().get("history") or {"slots": [], "rescales": []})
+
     @app.get("/health", summary="Liveness and role")
     def health() -> Response:
         return JSONResponse(backend.health())
@@ -207,27 +211,7 @@ def _brief(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _render_status(backend: Backend) -> str:
-    """A minimal server-rendered status page (Mesos' webui_url points here)."""
-    e = html.escape
-    health = backend.health()
+    """The server-rendered status page (Mesos' webui_url points here); see :mod:`.status_page`."""
     if not backend.is_leader():
-        leader = backend.leader_url()
-        link = f'<a href="{e(leader)}">{e(leader)}</a>' if leader else "unknown"
-        return f"<!doctype html><title>dl2 (standby)</title><h1>dl2 standby replica</h1><p>Leader: {link}</p>"
-    view = backend.view()
-    c = view["cluster"]
-    rows = "".join(
-        f"<tr><td>{e(j['id'])}</td><td>{e(j['job_type'])}</td><td>{e(j['phase'])}</td>"
-        f"<td>{j['epochs_done']:.2f} / {j['epochs']}</td><td>{j['num_ps']}</td><td>{j['num_workers']}</td></tr>"
-        for j in sorted(view["jobs"].values(), key=lambda j: j["submitted_at"])
-    )
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>dl2</title>"
-        "<meta http-equiv='refresh' content='5'></head><body>"
-        f"<h1>dl2 framework</h1><p>role: {e(str(health.get('role')))}, framework id: "
-        f"{e(str(c.get('framework_id')))}, policy: {e(str(c.get('policy')))}, slot {c.get('slot')} "
-        f"({c.get('slot_seconds')} s), agents: {len(c.get('agents', []))}</p>"
-        "<table border='1'><tr><th>job</th><th>type</th><th>phase</th><th>epochs</th><th>PS</th>"
-        f"<th>workers</th></tr>{rows}</table>"
-        "<p><a href='/docs'>API</a> · <a href='/metrics'>metrics</a></p></body></html>"
-    )
+        return render_standby_page(backend.leader_url())
+    return render_status_page(backend.view(), backend.health())
