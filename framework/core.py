@@ -25,6 +25,7 @@ from dl2_mesos.placement import place
 from dl2_mesos.resources import Resources
 from dl2_mesos.framework import events as ev
 from dl2_mesos.framework.kv import StaleVersion, StoreUnavailable
+from dl2_mesos.framework.history import History
 from dl2_mesos.framework.launcher import Launcher
 from dl2_mesos.framework.metrics import FrameworkMetrics
 from dl2_mesos.framework.offers import AgentOffers, agent_id_of, decline_filters, offer_id
@@ -87,6 +88,7 @@ class SchedulerCore:
         self._slot_epochs: dict[str, float] = {}  # epochs at the start of the current slot
         self._progress_saved: dict[str, float] = {}
         self.launcher = Launcher(self)
+        self.history = History()  # bounded; what the status page and /api/v1/history show
 
     # -- lifecycle -------------------------------------------------------------------------
     def restore(self) -> None:
@@ -269,6 +271,7 @@ class SchedulerCore:
         elif isinstance(msg, RescaleReport):
             if msg.generation == job.generation and e.executor_id in job.rescale_waiting:
                 del job.rescale_waiting[e.executor_id]
+                self.history.record_rescale(job.job_id, e.executor_id, msg, now)
                 self.dirty(job)
                 if not msg.ok:
                     self._job_task_failed(job, f"rescale to generation {msg.generation} failed: {msg.reason}")
@@ -556,6 +559,7 @@ class SchedulerCore:
             "granted": {k: [v.num_ps, v.num_workers] for k, v in plan.granted.items()},
             "reward": reward,
         }
+        self.history.record_slot(state, self.last_decision)
         logger.info("slot %d: %s (policy %.3fs, round %.3fs)", slot, allocation, policy_s, round_s)
         return allocation
 
@@ -690,6 +694,7 @@ class SchedulerCore:
             },
             "policy": self.learner.describe() if self.learner is not None else {
                 "name": getattr(self.policy, "name", "?"), "online_learning": False},
+            "history": self.history.snapshot(),
         }
 
 

@@ -188,3 +188,58 @@ def test_sparkline_scales_points_into_the_box():
     assert ys[0] == pytest.approx(18.0) and ys[-1] == pytest.approx(2.0)
     assert "no data yet" in sparkline([([], "#000")])
     assert "no data yet" in sparkline([([None, float("nan")], "#000")])
+
+
+# -- wired into the core and the API -------------------------------------------------------------
+def test_core_records_slots_and_rescale_reports_and_the_api_serves_them():
+    from fastapi.testclient import TestClient
+
+    from dl2_mesos.framework import events as ev
+    from dl2_mesos.framework.api import create_app
+    from dl2_mesos.messages import RescaleRequest, decode_b64, encode_b64
+
+    from .conftest import Harness, ScriptedPolicy, make_offer
+
+    policy = ScriptedPolicy()
+    h = Harness(policy)
+    h.register()
+    job = h.submit()
+    h.offer(make_offer("a1"))
+    h.tick()
+    h.run_all(job)
+    policy.counts[0] = (1, 2)
+    h.offer(make_offer("a1", cpus=3, gpus=1, mem=30000, ports=(32000, 32010)))
+    h.next_slot()
+    msgs = [m for m in h.driver.named("sendFrameworkMessage") if isinstance(decode_b64(m[2]), RescaleRequest)]
+    ex_id, agent = msgs[0][0]["value"], msgs[0][1]["value"]
+    rep = RescaleReport(job.job_id, "t", job.generation, True, (("stop", 0.7), ("relaunch", 0.2), ("total", 0.9)))
+    h.core.handle(ev.FrameworkMessage(ex_id, agent, encode_b64(rep)))
+    h.core.handle(ev.FrameworkMessage(ex_id, agent, encode_b64(rep)))  # a duplicate is not recorded twice
+
+    view = h.core.view()
+    slots = view["history"]["slots"]
+    assert [s["jobs"][job.job_id]["workers"] for s in slots] == [1, 2]
+    assert slots[-1]["changes"] == [{"job_id": job.job_id, "from": [1, 1], "to": [1, 2]}]
+    assert slots[-1]["utilisation"]["known"]["cpus"] > slots[-1]["utilisation"]["allocated"]["cpus"] > 0
+    assert all(isinstance(s["policy_seconds"], float) for s in slots)
+    assert [(r["job_id"], r["executor_id"], r["phases"]["stop"]) for r in view["history"]["rescales"]] == [
+        (job.job_id, ex_id, 0.7)]
+
+    class Backend:
+        def view(self):
+            return view
+
+        def is_leader(self):
+            return True
+
+        def leader_url(self):
+            return None
+
+        def health(self):
+            return {"role": "leader"}
+
+    c = TestClient(create_app(Backend()))
+    got = c.get("/api/v1/history").json()
+    assert got["slots"][-1]["jobs"][job.job_id]["workers"] == 2 and got["rescales"][0]["phases"]["relaunch"] == 0.2
+    page = c.get("/").text
+    assert job.job_id in page and "0.70" in page and "scripted" in page
