@@ -71,15 +71,16 @@ def _bar(fraction_pct: float, colour: str = "#43a047") -> str:
 
 
 # -- SVG -----------------------------------------------------------------------------------
-def sparkline(series: Sequence[tuple[Sequence[float | None], str]], *, width: int = 180, height: int = 32,
+def sparkline(series: Sequence[tuple[Any, ...]], *, width: int = 180, height: int = 32,
               ymax: float | None = None, step: bool = False, title: str = "") -> str:
-    """Inline SVG with one polyline per ``(values, colour)``; None values break nothing (skipped).
+    """Inline SVG with one polyline per ``(values, colour)`` or ``(values, colour, dashed)``; None
+    values are skipped.
 
     All series share the x axis (index) and the y range ``[0, ymax]`` (default: their maximum).
     ``step`` draws step lines (for counts such as PS/workers).
     """
-    n = max((len(v) for v, _ in series), default=0)
-    finite = [y for v, _ in series for y in v if isinstance(y, (int, float)) and math.isfinite(y)]
+    n = max((len(s[0]) for s in series), default=0)
+    finite = [y for s in series for y in s[0] if isinstance(y, (int, float)) and math.isfinite(y)]
     top = ymax if ymax is not None else max(finite, default=0.0)
     top = top if top > 0 else 1.0
     pad = 2
@@ -91,7 +92,8 @@ def sparkline(series: Sequence[tuple[Sequence[float | None], str]], *, width: in
         out.append(f'<text x="4" y="{height // 2 + 4}" font-size="10" fill="#90a4ae">no data yet</text></svg>')
         return "".join(out)
     dx = (width - 2 * pad) / max(1, n - 1)
-    for values, colour in series:
+    for values, colour, *rest in series:
+        dash = ' stroke-dasharray="4 3"' if rest and rest[0] else ""
         pts: list[str] = []
         prev_y: float | None = None
         for i, y in enumerate(values):
@@ -106,7 +108,7 @@ def sparkline(series: Sequence[tuple[Sequence[float | None], str]], *, width: in
         if len(pts) == 1:  # a single point: a short tick so it is visible
             x, y = pts[0].split(",")
             pts.append(f"{float(x) + 3:.1f},{y}")
-        out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.6" points="{" ".join(pts)}"/>')
+        out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.6"{dash} points="{" ".join(pts)}"/>')
     out.append("</svg>")
     return "".join(out)
 
@@ -158,7 +160,7 @@ def _jobs_section(jobs: dict[str, dict[str, Any]], slots: Sequence[dict[str, Any
         s = series.get(jid)
         if s:
             ymax = max([v for v in s["workers"] + s["ps"] if isinstance(v, (int, float))] + [1])
-            spark = sparkline([(s["workers"], "#1e88e5"), (s["ps"], "#fb8c00")], step=True, ymax=ymax,
+            spark = sparkline([(s["workers"], "#1e88e5"), (s["ps"], "#fb8c00", True)], step=True, ymax=ymax,
                               title=f"{jid}: workers (blue) and PS (orange) per slot, max {ymax}")
             spark += f' <span class="muted">max {_e(ymax)}</span>'
         else:
@@ -171,7 +173,8 @@ def _jobs_section(jobs: dict[str, dict[str, Any]], slots: Sequence[dict[str, Any
             f"<td>{_bar(100.0 * prog)}{_num(j.get('epochs_done'))} / {_num(j.get('epochs'), '{:g}')}"
             f' <span class="muted">({_num(100.0 * prog, "{:.0f}")}%)</span></td>'
             f"<td class=n>{_num(j.get('num_ps'), '{:d}')}</td><td class=n>{_num(j.get('num_workers'), '{:d}')}</td>"
-            f"<td>{spark}</td><td class=n>{_num(j.get('rescales'), '{:d}')}</td>"
+            f'<td style="white-space:nowrap">{spark}</td>'
+            f"<td class=n>{_num(j.get('rescales'), '{:d}')}</td>"
             f"<td class=n>{_num(j.get('measured_epochs_per_second'), '{:.3f}')}</td>"
             f'<td class="muted">{_e(j.get("message", ""))}</td></tr>'
         )
@@ -180,7 +183,7 @@ def _jobs_section(jobs: dict[str, dict[str, Any]], slots: Sequence[dict[str, Any
     return (
         f'<section id="jobs"><h2>Jobs ({len(jobs)})</h2>'
         '<p class="legend muted"><span><i class="sw" style="background:#1e88e5"></i>workers</span>'
-        '<span><i class="sw" style="background:#fb8c00"></i>parameter servers</span> per slot</p>'
+        '<span><i class="sw" style="background:#fb8c00"></i>parameter servers (dashed)</span> per slot</p>'
         "<table><tr><th>job</th><th>type</th><th>state</th><th>progress (epochs)</th><th class=n>PS</th>"
         "<th class=n>workers</th><th>PS / workers over time</th><th class=n>rescales</th>"
         f"<th class=n>epochs/s</th><th>message</th></tr>{body}</table>{more}</section>"
@@ -340,7 +343,7 @@ def render_status_page(view: dict[str, Any], health: dict[str, Any] | None = Non
         f"{'registered' if cluster.get('registered') else 'not registered'}"
         f"{' · suspended' if cluster.get('suspended') else ''} · slot {_e(cluster.get('slot', '–'))} "
         f"({_num(cluster.get('slot_seconds'), '{:g}')} s) · policy {_e(cluster.get('policy') or policy.get('name') or '?')}"
-        f" · {len(cluster.get('agents') or [])} agents · {summary} · "
+        f" · {len(cluster.get('agents') or [])} agents held now · {summary} · "
         "<a href='/docs'>API</a> · <a href='/api/v1/history'>history JSON</a> · <a href='/metrics'>metrics</a>"
         "</span></header><main>"
         + _jobs_section(jobs, slots)

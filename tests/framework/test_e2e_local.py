@@ -205,8 +205,12 @@ def test_dl2_policy_learns_online_and_versions_survive_restart(cluster, tmp_path
         for i in range(2):
             r = requests.post(api + "/api/v1/jobs", json={"job_type": "resnet-50", "epochs": 20, **TINY}, timeout=10)
             assert r.status_code == 201, r.text
-        pol = _wait(lambda: (lambda p: p if (p["model_version"] or 0) >= 3 and any(x > 0 for x in p["recent_rewards"])
-                             else None)(requests.get(api + "/api/v1/policy", timeout=2).json()), 60, "online updates")
+        try:
+            pol = _wait(lambda: (lambda p: p if (p["model_version"] or 0) >= 3 and any(x > 0 for x in p["recent_rewards"])
+                                 else None)(requests.get(api + "/api/v1/policy", timeout=2).json()), 90, "online updates")
+        except AssertionError as exc:  # say what the framework saw
+            raise AssertionError(f"{exc}; policy: {requests.get(api + '/api/v1/policy', timeout=2).text}; "
+                                 f"cluster: {requests.get(api + '/api/v1/cluster', timeout=2).text[:2000]}") from None
         assert pol["name"] == "dl2" and pol["online_learning"] and pol["learnable"]
     finally:
         replica.stop()
