@@ -8,6 +8,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import requests
 
 from dl2_mesos.demo import run_demo
 
@@ -58,7 +59,9 @@ def test_demo_runs_jobs_to_completion_and_serves_the_status_page(tmp_path):
     lines: list[str] = []
 
     def look(api: str) -> None:
-        seen["text"] = _screenshot(api + "/", ARTIFACTS / "status-page.png")
+        seen["history"] = requests.get(api + "/api/v1/history", timeout=5).json()
+        seen["policy"] = requests.get(api + "/api/v1/policy", timeout=5).json()
+        seen["text"] = _screenshot(api + "/", ARTIFACTS / "status-page.png")  # at least as new as the JSON
 
     result = run_demo(policy=os.environ.get("DL2_DEMO_TEST_POLICY", "dl2"), agents=2, num_jobs=3, epochs_scale=0.3, slot="6s", timeout=420, workdir=str(workdir),
                       echo=lines.append, on_finished=look)
@@ -73,6 +76,34 @@ def test_demo_runs_jobs_to_completion_and_serves_the_status_page(tmp_path):
         assert job["id"] in text
     assert "finished" in text
     assert "dl2" in text.lower()
+    # the status page's sections, backed by the framework's bounded history (GET /api/v1/history)
+    for heading in ("Jobs", "PS / workers over time", "Cluster utilisation", "Policy", "Recent decisions",
+                    "Rescale events"):
+        assert heading in text, heading
+    history, policy = seen["history"], seen["policy"]
+    slots = history["slots"]
+    assert slots and all(s["policy_seconds"] is not None for s in slots)
+    for job in result.jobs:  # every job got workers in some decided slot: its allocation history
+        assert any(s["jobs"].get(job["id"], {}).get("workers", 0) >= 1 for s in slots), job["id"]
+    changes = [c for s in slots for c in s["changes"]]
+    assert changes, "no decision ever changed an allocation"
+    assert f"{changes[-1]['job_id']} {changes[-1]['from'][0]} PS" in " ".join(text.split()) or len(slots) > 25
+    # utilisation: the jobs used some of what the agents offered
+    assert any(0 < s["utilisation"]["allocated"]["cpus"] <= s["utilisation"]["known"]["cpus"] for s in slots)
+    assert "% allocated" in text and "offered free" in text
+    # the policy in use and its model version
+    assert policy["name"] in text and policy.get("model_version")
+    assert f"model version {policy['model_version']}" in " ".join(text.split())
+    # rescales (if the policy rescaled a running job) with the executor's measured phase times
+    reported = {r["job_id"] for r in history["rescales"]}
+    for job in result.jobs:
+        if job["rescales"]:
+            assert job["id"] in reported, (job, history["rescales"])
+    for r in history["rescales"]:
+        if r["ok"]:
+            assert r["phases"].get("total", 0) > 0 and "relaunch" in r["phases"], r
+    if history["rescales"]:
+        assert "relaunch" in text and "total" in text
     assert (ARTIFACTS / "status-page.png").stat().st_size > 10_000
     # everything the demo started is gone
     assert not _leftovers(workdir), [p.info["cmdline"] for p in _leftovers(workdir)]
