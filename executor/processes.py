@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import shutil
@@ -21,25 +20,29 @@ from dl2_mesos.job_runtime import read_events
 logger = logging.getLogger(__name__)
 
 
-_PR_SET_PDEATHSIG = 1
-try:  # resolved in the parent, so the forked child only makes one libc call
-    _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
-except OSError:  # pragma: no cover
-    _LIBC = None
+# Job processes run in their own process group, so a SIGKILLed executor (agent removed, OOM
+# killer, container destroyed without cgroups) would leave them running and holding their ports.
+# The kernel can SIGKILL a child when its parent dies (PR_SET_PDEATHSIG), but setting that in a
+# preexec_fn is unsafe in a threaded parent (the child can deadlock before exec; seen here), so a
+# tiny single-threaded trampoline sets it after fork+exec and then execs the real program in place
+# (same pid; the setting survives execve).
+_TRAMPOLINE = (
+    "import ctypes, os, signal, sys\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "libc.prctl(1, signal.SIGKILL, 0, 0, 0)\n"  # PR_SET_PDEATHSIG
+    "if os.getppid() != int(sys.argv[1]):\n"  # the executor died before prctl took effect
+    "    os._exit(1)\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
 
 
-def _die_with(parent: int):  # noqa: ANN202 - a preexec_fn
-    """Job processes run in their own process group, so a SIGKILLed executor (agent removed, OOM
-    killer, container destroyed without cgroups) would leave them running and holding their ports:
-    ask the kernel to SIGKILL the child when the executor's thread that started it dies."""
-
-    def preexec() -> None:
-        if _LIBC is not None:
-            _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            if os.getppid() != parent:  # the executor died before prctl took effect
-                os._exit(1)
-
-    return preexec
+def die_with_parent(argv: list[str]) -> list[str]:
+    """``argv`` wrapped so the process is SIGKILLed when this (executor) process dies (Linux)."""
+    if not sys.platform.startswith("linux"):
+        return argv
+    if shutil.which(argv[0]) is None:  # keep Popen's own error for a missing program
+        raise FileNotFoundError(2, "No such file or directory", argv[0])
+    return [sys.executable, "-S", "-c", _TRAMPOLINE, str(os.getpid()), *argv]
 
 
 class ManagedProcess:
@@ -58,8 +61,8 @@ class ManagedProcess:
         env = {**env, "DL2_PROGRESS_FILE": str(self.progress_file)}
         with open(self.log_file, "ab") as log:
             self.popen = subprocess.Popen(
-                list(spec.argv), env=env, cwd=str(workdir), stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with(os.getpid()),
+                die_with_parent(list(spec.argv)), env=env, cwd=str(workdir), stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
             )
         self.pid = self.popen.pid
         try:

@@ -203,7 +203,7 @@ class AgentsLoadResult:
     offer_event_p99_ms: float
     submit_p50_ms: float
     submit_p99_ms: float
-    executors: int
+    executors: int  # executors the master knew at the end (one bash stand-in each)
     problems: tuple[str, ...] = ()
 
 
@@ -308,7 +308,10 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
         wait_until = time.monotonic() + slot_s * (settle_slots + 1)
         while len(decisions) < n + settle_slots and time.monotonic() < wait_until:
             time.sleep(0.2)
-        hub_execs = 0
+        try:
+            hub_execs = sum(len(f.get("executors", [])) for f in cluster.state()["frameworks"])
+        except (OSError, ValueError, KeyError):
+            hub_execs = -1
         return AgentsLoadResult(
             agents, jobs, running, all_running, len(decisions), _pct(decisions, 0.5) * 1000,
             max(decisions or [0.0]) * 1000, len(offer_events), offers[0], _pct(offer_events, 0.5) * 1000,

@@ -249,7 +249,7 @@ class FaultRig:
 
     def _replica(self, index: int) -> FrameworkProcess:
         port = free_port()
-        executor_env = {"DL2_MAX_RESTARTS": "3", "DL2_RESTORE_WAIT_S": "15", "DL2_LOG_LEVEL": "INFO",
+        executor_env = {"DL2_MAX_RESTARTS": "3", "DL2_RESTORE_WAIT_S": "10", "DL2_LOG_LEVEL": "INFO",
                         **self.opt.executor_env}
         executor = " ".join(["env", *(f"{k}={shlex.quote(v)}" for k, v in executor_env.items()),
                              shlex.quote(sys.executable), "-m", "dl2_mesos.executor"])

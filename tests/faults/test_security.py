@@ -107,7 +107,7 @@ def test_live_framework_acls_principal_and_no_shell(zookeeper, hdfs, tmp_path):
             with pytest.raises(NoAuthError):
                 anon.set(meta, b"{}")
             with pytest.raises(NoAuthError):
-                anon.create(f"/{state}/state/jobs/evil", b"{}")
+                anon.create(f"/{state}/state/evil", b"{}")
         finally:
             anon.stop()
             anon.close()
