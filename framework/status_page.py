@@ -41,7 +41,7 @@ td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}.muted{color:#78909
 vertical-align:middle;margin-right:6px}.bar span{display:block;height:100%;background:#43a047}
 .grid{display:flex;flex-wrap:wrap;gap:10px 28px}.kv b{font-weight:600}.legend span{margin-right:12px}
 .sw{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:4px;vertical-align:middle}
-svg{vertical-align:middle}footer{padding:0 20px 16px;font-size:12px;color:#78909c}
+svg{vertical-align:middle}code{white-space:nowrap}footer{padding:0 20px 16px;font-size:12px;color:#78909c}
 """
 
 
@@ -54,6 +54,10 @@ def _num(x: Any, fmt: str = "{:.2f}", missing: str = "–") -> str:
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
         return missing
     return _e(fmt.format(x))
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def _clock(ts: Any) -> str:
@@ -81,7 +85,8 @@ def sparkline(series: Sequence[tuple[Any, ...]], *, width: int = 180, height: in
     """
     n = max((len(s[0]) for s in series), default=0)
     finite = [y for s in series for y in s[0] if isinstance(y, (int, float)) and math.isfinite(y)]
-    top = ymax if ymax is not None else max(finite, default=0.0)
+    # auto range: 10% headroom so a flat series does not hug the frame
+    top = ymax if ymax is not None else 1.1 * max(finite, default=0.0)
     top = top if top > 0 else 1.0
     pad = 2
     out = [f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">']
@@ -343,7 +348,7 @@ def render_status_page(view: dict[str, Any], health: dict[str, Any] | None = Non
         f"{'registered' if cluster.get('registered') else 'not registered'}"
         f"{' · suspended' if cluster.get('suspended') else ''} · slot {_e(cluster.get('slot', '–'))} "
         f"({_num(cluster.get('slot_seconds'), '{:g}')} s) · policy {_e(cluster.get('policy') or policy.get('name') or '?')}"
-        f" · {len(cluster.get('agents') or [])} agents held now · {summary} · "
+        f" · {_plural(len(cluster.get('agents') or []), 'agent')} held now · {summary} · "
         "<a href='/docs'>API</a> · <a href='/api/v1/history'>history JSON</a> · <a href='/metrics'>metrics</a>"
         "</span></header><main>"
         + _jobs_section(jobs, slots)
