@@ -13,7 +13,7 @@ import os
 import torch
 from threadpoolctl import threadpool_limits
 
-from dl2_mesos.allocation import Allocation, validate_allocation
+from dl2_mesos.allocation import Allocation
 from dl2_mesos.cluster import ClusterState
 from dl2_mesos.policy.dl2.agent import NetChooser, run_slot, run_slot_greedy
 from dl2_mesos.policy.dl2.network import NumpyActor
@@ -73,7 +73,7 @@ class DL2Policy:
                     alloc, steps = run_slot_greedy(state, self.config, self._fast, record=self.recorder is not None)
         finally:
             torch.set_num_threads(threads)
-        validate_allocation(alloc, state)
+        # (the slot context validated the allocation against the state when it built it)
         if self.recorder is not None:
             self.recorder.record_decision(state, steps, alloc, self.version)
         return alloc

@@ -86,19 +86,33 @@ class SlotContext:
                     self._demands.append(d)
                 kinds[i, k] = index[d]
         self._kinds = kinds
+        self._kindl = kinds.tolist()
         cap = state.capacity
         self._cap = np.array([max(cap.cpus, 1e-9), max(cap.gpus, 1e-9), max(cap.mem, 1e-9)])
         self._has = np.array([cap.cpus > 0, cap.gpus > 0, cap.mem > 0])
         self._psv = np.array([[r.cpus, r.gpus, r.mem] for r in self.ps_res]).reshape(n, 3)
         self._wv = np.array([[r.cpus, r.gpus, r.mem] for r in self.w_res]).reshape(n, 3)
+        # the same values as plain floats, for the one-job updates of the greedy loop
+        self._psl = [(r.cpus, r.gpus, r.mem) for r in self.ps_res]
+        self._wl = [(r.cpus, r.gpus, r.mem) for r in self.w_res]
+        self._capl = [float(c) for c in self._cap]
+        self._hasl = [bool(h) for h in self._has]
         self.board = PlacementBoard(state.agents)
-        self.free = np.array([cap.cpus, cap.gpus, cap.mem], dtype=float)
-        self._nofit: set[Resources] = set()  # demands that no longer fit anywhere this slot
-        self._fit_cache: dict[Resources, bool] = {}
+        # Mirror of the board's per-agent use, summed in the board's order, so "does demand d fit
+        # on some agent" is a counter per demand kept up to date by each placement (exactly the
+        # board's fits_anywhere, without a search per demand after every action).
+        self._agent_index = {a.agent_id: k for k, a in enumerate(state.agents)}
+        self._acap = [(a.available.cpus, a.available.gpus, a.available.mem) for a in state.agents]
+        self._aused = [[0.0, 0.0, 0.0] for _ in state.agents]
+        self._free = [cap.cpus, cap.gpus, cap.mem]
+        self._fitcount: np.ndarray | None = None  # agents fitting each demand (set after the start)
+        self._lost_cache: dict[tuple, np.ndarray | None] = {}
+        #: bumped whenever some demand stops fitting on every agent (masks must be rebuilt)
+        self.fit_version = 0
         if config.start == "current":
             for t in state.tasks:
+                self._charge(self._agent_index[t.agent_id], t.resources)
                 self.board.charge(t.agent_id, t.resources)
-                self.free -= (t.resources.cpus, t.resources.gpus, t.resources.mem)
             self.ps = self.ps0.copy()
             self.w = self.w0.copy()
         else:
@@ -112,44 +126,88 @@ class SlotContext:
                     self._place(i, BUNDLE)
                 else:
                     self._place(i, WORKER)
+        self._waiting = int(((self.ps == 0) & (self.w == 0)).sum())
+        self._init_fit_counts()
         eligible = [i for i in range(n) if self.ps[i] < self.max_ps[i] or self.w[i] < self.max_w[i]]
         self.windows: list[np.ndarray] = [
             np.array(eligible[k : k + self.J], dtype=np.int64) for k in range(0, len(eligible), self.J)
         ]
 
+    @property
+    def free(self) -> np.ndarray:
+        """Free CPUs, GPUs and memory on the whole board now."""
+        return np.array(self._free)
+
     # -- fit checks -------------------------------------------------------------------------
-    def _fits(self, demand: Resources) -> bool:
-        if demand in self._nofit:
-            return False
-        ok = self._fit_cache.get(demand)
-        if ok is None:
-            ok = self.board.fits_anywhere(demand)
-            self._fit_cache[demand] = ok
-            if not ok:
-                # resources only shrink within a slot: it will never fit again
-                self._nofit.add(demand)
-        return ok
+    def _charge(self, a: int, d: Resources) -> None:
+        u = self._aused[a]
+        u[0] += d.cpus
+        u[1] += d.gpus
+        u[2] += d.mem
+        self._free[0] -= d.cpus
+        self._free[1] -= d.gpus
+        self._free[2] -= d.mem
+
+    def _agent_fits(self, a: int) -> np.ndarray:
+        """Which demands fit on agent ``a`` now (the board's test: free >= demand - 1e-9)."""
+        (cc, cg, cm), (uc, ug, um) = self._acap[a], self._aused[a]
+        return (cc - uc >= self._dc) & (cg - ug >= self._dg) & (cm - um >= self._dm)
+
+    def _init_fit_counts(self) -> None:
+        dv = np.array([[d.cpus, d.gpus, d.mem] for d in self._demands]).reshape(-1, 3) - 1e-9
+        self._dc, self._dg, self._dm = dv[:, 0].copy(), dv[:, 1].copy(), dv[:, 2].copy()
+        if self._acap:
+            free = np.array(self._acap, dtype=float) - np.array(self._aused, dtype=float)
+            fits = (free[:, None, :] >= dv[None, :, :]).all(axis=2)
+            self._fitcount = fits.sum(axis=0)
+        else:
+            self._fitcount = np.zeros(len(self._demands), dtype=np.int64)
 
     def _place(self, i: int, kind: int) -> bool:
         if kind == WORKER:
-            ok = self.board.place(self.w_res[i]) is not None
             d = self.w_res[i]
+            agent = self.board.place(d)
         elif kind == PS:
-            ok = self.board.place(self.ps_res[i]) is not None
             d = self.ps_res[i]
+            agent = self.board.place(d)
         else:
-            ok = self.board.place_bundle(self.ps_res[i], self.w_res[i]) is not None
+            agent = self.board.place_bundle(self.ps_res[i], self.w_res[i])
             d = self.b_res[i]
-        self._fit_cache.clear()
-        if not ok:
-            self._nofit.add(d)
+        if agent is None:
             return False
-        if kind in (WORKER, BUNDLE):
+        a = self._agent_index[agent]
+        if self._fitcount is None:  # still placing the starter bundles
+            self._charge(a, d)
+        else:
+            # Demands that fitted on agent a before this task and no longer do. It depends only
+            # on the agent's capacity, its use and the demand placed, and agents go through the
+            # same few states, so it is cached: most placements cost one dictionary look-up.
+            used = self._aused[a]
+            key = (self._acap[a], used[0], used[1], used[2], self._kindl[i][kind])
+            lost = self._lost_cache.get(key, False)
+            if lost is False:
+                before = self._agent_fits(a)
+                self._charge(a, d)
+                lost = before & ~self._agent_fits(a)
+                lost = self._lost_cache[key] = lost if lost.any() else None
+            else:
+                self._charge(a, d)
+            if lost is not None:
+                self._fitcount -= lost
+                if not self._fitcount[lost].all():
+                    self.fit_version += 1  # some demand no longer fits anywhere
+        if self.ps[i] == 0 and self.w[i] == 0 and self._fitcount is not None:
+            self._waiting -= 1
+        if kind != PS:
             self.w[i] += 1
-        if kind in (PS, BUNDLE):
+        if kind != WORKER:
             self.ps[i] += 1
-        self.free -= (d.cpus, d.gpus, d.mem)
         return True
+
+    def fits(self) -> np.ndarray:
+        """Whether each distinct demand (worker, PS, bundle of some job) fits on some agent now."""
+        assert self._fitcount is not None
+        return self._fitcount > 0
 
     # -- observation ------------------------------------------------------------------------
     def mask(self, window: np.ndarray) -> np.ndarray:
@@ -160,9 +218,7 @@ class SlotContext:
         if k == 0:
             return m
         kinds = self._kinds[window]  # (k, 3): worker, PS, bundle demand ids
-        fits = np.zeros(len(self._demands), dtype=bool)
-        for d in np.unique(kinds):
-            fits[d] = self._fits(self._demands[d])
+        fits = self.fits()
         can_w = self.w[window] < self.max_w[window]
         can_p = self.ps[window] < self.max_ps[window]
         jm = np.empty((k, 3), dtype=bool)
@@ -191,12 +247,16 @@ class SlotContext:
     def global_features(self, window_index: int) -> np.ndarray:
         """The G global values (float32)."""
         g = np.zeros(NUM_GLOBAL_FEATURES, dtype=np.float32)
-        g[0] = self.free[0] / self._cap[0] if self._has[0] else 0.0
-        g[1] = self.free[1] / self._cap[1] if self._has[1] else 0.0
-        g[2] = min(self.n / 100.0, 10.0)
-        g[3] = float(((self.ps == 0) & (self.w == 0)).sum()) / max(self.n, 1)
-        g[4] = window_index / max(len(self.windows), 1)
+        self.write_global_features(g, window_index)
         return g
+
+    def write_global_features(self, out: np.ndarray, window_index: int) -> None:
+        """Write the G global values into ``out[:G]`` (float32)."""
+        out[0] = self._free[0] / self._capl[0] if self._hasl[0] else 0.0
+        out[1] = self._free[1] / self._capl[1] if self._hasl[1] else 0.0
+        out[2] = min(self.n / 100.0, 10.0)
+        out[3] = float(self._waiting) / max(self.n, 1)
+        out[4] = window_index / max(len(self.windows), 1)
 
     def features(self, window: np.ndarray, window_index: int) -> np.ndarray:
         """The flattened network input for ``window`` (J * F + G float32; empty columns zero)."""
