@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import re
 import shlex
 import signal
@@ -217,7 +218,11 @@ class FaultRig:
     # -- lifecycle -------------------------------------------------------------------------------
     def __enter__(self) -> FaultRig:
         try:
+            # A fresh port range per rig: ps-lite cannot bind a port still in TIME_WAIT, and the
+            # framework takes the lowest offered ports, so back-to-back rigs would collide.
+            port_base = 10000 + 1000 * random.randrange(0, 12)
             self.cluster = LocalCluster(agents=self.opt.agents, cpus=self.opt.agent_cpus, gpus=0, mem="8GiB",
+                                        port_base=port_base,
                                         status_update_retry_interval=1.0, executor_shutdown_grace_period=3.0,
                                         work_dir=str(self.workdir / "cluster")).start()
             if self.opt.via_proxy:
