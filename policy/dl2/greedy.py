@@ -86,10 +86,41 @@ class GreedyKernel:
         self.W_ctx = W[hidden:]
         self.b_ctx = b
         self.void = fast.void_head
+        vk = [op[0] for op in self.void]
+        self._void2 = ([(op[1], op[2]) for op in self.void if op[0] == "linear"]
+                       if vk == ["linear", "relu", "linear"] else None)
+
+        # the per-job encoder as (W, b) pairs each followed by ReLU, then one LayerNorm
+        kinds = [op[0] for op in self.enc]
+        self._one = kinds == ["linear", "relu"] * (len(kinds) // 2) + ["ln"]
+        self._lin = [(op[1], op[2]) for op in self.enc if op[0] == "linear"]
+        self._ln = self.enc[-1]
 
     def encode(self, rows: np.ndarray) -> np.ndarray:
         """Hidden vectors of job feature rows (k x F -> k x H)."""
         return run_ops(self.enc, rows)
+
+    def encode_one(self, row: np.ndarray) -> np.ndarray:
+        """Hidden vector of one job row (F,) -> (H,), bit for bit ``encode(row[None])[0]``.
+
+        One row as a 1-D vector takes the same BLAS path (gemv) and the same pairwise sums as
+        a 1 x F matrix, with scalar means instead of keepdims reductions (tested).
+        """
+        if not self._one:
+            return run_ops(self.enc, row[None, :])[0]
+        x = row
+        for W, b in self._lin:
+            x = x @ W
+            x += b
+            np.maximum(x, 0.0, out=x)
+        _, weight, bias, eps = self._ln
+        n = x.shape[0]
+        d = x - np.add.reduce(x) / n
+        var = np.add.reduce(np.multiply(d, d)) / n
+        d /= np.sqrt(var + eps)
+        d *= weight
+        d += bias
+        return d
 
     def job_part(self, h: np.ndarray) -> np.ndarray:
         """The hidden-vector part of the job logits (k x H -> k x 3)."""
@@ -99,7 +130,15 @@ class GreedyKernel:
         """(context part of every job's 3 logits, void logit) of z = [pooled summary, globals]."""
         c = z @ self.W_ctx
         c += self.b_ctx
-        return c, run_ops(self.void, z)[0]
+        if self._void2 is None:
+            return c, run_ops(self.void, z)[0]
+        (W1, b1), (W2, b2) = self._void2
+        a = z @ W1
+        a += b1
+        np.maximum(a, 0.0, out=a)
+        v = a @ W2
+        v += b2
+        return c, v[0]
 
 
 def kernel_of(fast: NumpyActor) -> GreedyKernel:
@@ -140,16 +179,17 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
         k = len(window)
         cols = window.tolist()
         hsum = H[window].sum(axis=0)
-        HAw = HA[window]  # k x 3, a copy kept in step with HA
+        HAw = HA[window]  # k x 3, a copy: the window's job parts from here on
         full = ctx.mask(window)
         jm = full[: 3 * k].reshape(k, 3)  # view: the job part of the mask
         HAm = np.where(jm, HAw, _NEG_INF)  # masked job parts: + context = masked logits
         version = ctx.fit_version
+        any_valid = bool(jm.any())
+        ctx.write_global_features(gz, w_index)
         while budget > 0:
-            if not jm.any():
+            if not any_valid:
                 break  # nothing can be added in this window: no decision to learn from
             np.true_divide(hsum, k, out=pooled)
-            ctx.write_global_features(gz, w_index)
             c, v = kernel.heads(z)
             vals = HAm + c
             a = int(vals.argmax())
@@ -163,6 +203,7 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
             steps.append(Step(x, full if record else _NO_MASK, a, job_ids[i]))
             if not place(i, kind):  # pragma: no cover - the mask said it fits
                 raise RuntimeError(f"masked-in action {a} could not be placed")
+            ctx.write_global_features(gz, w_index)  # free capacity and waiting jobs changed
             # the job's new feature row: SlotContext.job_rows for one job, same arithmetic
             p_i, w_i = int(ps[i]), int(w[i])
             pv, wv = psl[i], wl[i]
@@ -172,15 +213,15 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
                     f = (p_i * pv[r] + w_i * wv[r]) / capl[r]
                     if f > share:
                         share = f
-            row = static[i : i + 1].copy()
-            row[0, F_SHARE] = min(share * n, 4.0)
-            row[0, F_PS] = p_i / COUNT_SCALE
-            row[0, F_WORKERS] = w_i / COUNT_SCALE
-            row[0, F_CHANGED] = (p_i != ps0[i]) or (w_i != w0[i])
-            h_new = kernel.encode(row)[0]
+            row = static[i].copy()
+            row[F_SHARE] = min(share * n, 4.0)
+            row[F_PS] = p_i / COUNT_SCALE
+            row[F_WORKERS] = w_i / COUNT_SCALE
+            row[F_CHANGED] = (p_i != ps0[i]) or (w_i != w0[i])
+            h_new = kernel.encode_one(row)
             hsum += h_new - H[i]
             H[i] = h_new
-            ha = HAw[col] = HA[i] = kernel.job_part(h_new[None, :])[0]
+            ha = HAw[col] = kernel.job_part(h_new[None, :])[0]  # (windows never share a job)
             # mask: only this job's caps changed, unless some demand stopped fitting anywhere
             if record:  # the recorded step keeps the mask it was decided with
                 full = full.copy()
@@ -189,14 +230,18 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
                 version = ctx.fit_version
                 full[:] = ctx.mask(window)
                 np.copyto(HAm, np.where(jm, HAw, _NEG_INF))
-                continue
-            kw, kp, kb = kinds[i]
-            can_w, can_p = w_i < max_w[i], p_i < max_ps[i]
-            mw = jm[col, WORKER] = can_w and fitcount[kw] > 0
-            mp = jm[col, PS] = can_p and fitcount[kp] > 0
-            mb = jm[col, 2] = can_w and can_p and fitcount[kb] > 0
-            hm = HAm[col]
-            hm[WORKER] = ha[WORKER] if mw else _NEG_INF
-            hm[PS] = ha[PS] if mp else _NEG_INF
-            hm[2] = ha[2] if mb else _NEG_INF
+                any_valid = bool(jm.any())
+            elif w_i < max_w[i] and p_i < max_ps[i]:
+                HAm[col] = np.where(jm[col], ha, _NEG_INF)  # same valid actions, new logits
+            else:  # a cap was reached: some of this job's actions become invalid
+                kw, kp, kb = kinds[i]
+                can_w, can_p = w_i < max_w[i], p_i < max_ps[i]
+                mw = jm[col, WORKER] = can_w and fitcount[kw] > 0
+                mp = jm[col, PS] = can_p and fitcount[kp] > 0
+                mb = jm[col, 2] = can_w and can_p and fitcount[kb] > 0
+                hm = HAm[col]
+                hm[WORKER] = ha[WORKER] if mw else _NEG_INF
+                hm[PS] = ha[PS] if mp else _NEG_INF
+                hm[2] = ha[2] if mb else _NEG_INF
+                any_valid = bool(jm.any())
     return ctx.allocation(), steps

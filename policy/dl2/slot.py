@@ -190,8 +190,14 @@ class SlotContext:
                 self._charge(a, d)
                 lost = before & ~self._agent_fits(a)
                 lost = self._lost_cache[key] = lost if lost.any() else None
-            else:
-                self._charge(a, d)
+            else:  # self._charge(a, d), inlined: this runs once per action
+                used[0] += d.cpus
+                used[1] += d.gpus
+                used[2] += d.mem
+                free = self._free
+                free[0] -= d.cpus
+                free[1] -= d.gpus
+                free[2] -= d.mem
             if lost is not None:
                 self._fitcount -= lost
                 if not self._fitcount[lost].all():

@@ -51,6 +51,11 @@ def test_run_ops_is_bit_identical_to_the_reference_layers(shipped):
     rows = rng.random((7, 23), dtype=np.float32)
     for k in range(1, 8):
         assert np.array_equal(run_ops(fast.enc, rows[:k]), fast._run(fast.enc, rows[:k]))
+    kernel = kernel_of(fast)
+    many = rng.random((300, 23), dtype=np.float32)
+    many[:, 8] = 1.0
+    for r in many:
+        assert np.array_equal(kernel.encode_one(r), fast._run(fast.enc, r[None, :])[0])
     z = rng.random(256 + 5, dtype=np.float32)
     c, v = kernel_of(fast).heads(z)
     pooled, g = z[:256], z[256:]
