@@ -306,6 +306,9 @@ def demo(policy: str, agents: int, cpus: float, gpus: int, mem: str, num_jobs: i
                                  param_hint="--policy")
     if keep_running is None:
         keep_running = sys.stdout.isatty()
+    # the in-process local cluster logs task-level warnings that would interleave with the
+    # progress lines; its errors still show
+    logging.getLogger("dl2_mesos.localmesos").setLevel(logging.ERROR)
     try:
         run_demo(policy=policy, agents=agents, cpus=cpus, gpus=gpus, mem=mem, num_jobs=num_jobs,
                  epochs_scale=epochs_scale, slot=slot,
