@@ -87,6 +87,10 @@ class SchedulerCore(SlotScheduling):
         self._slot_epochs: dict[str, float] = {}  # epochs at the start of the current slot
         self._progress_saved: dict[str, float] = {}
         self.launcher = Launcher(self)
+        # task id -> when the last kill was sent (memory only: after a failover every task
+        # still marked killing gets its kill again, in case the old leader's was lost)
+        self._kills_sent: dict[str, float] = {}
+        self._kill_scan_at = 0.0
         self.history = History()  # bounded; what the status page and /api/v1/history show
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -391,6 +395,31 @@ class SchedulerCore(SlotScheduling):
         self.dirty(job)
         if task.state not in TERMINAL_TASK_STATES:
             self._kill(task.task_id, task.agent_id)
+            self._kills_sent[task.task_id] = self.clock()
+
+    def resend_kills(self, now: float) -> None:
+        """Kill again every task we killed that still is not terminal after a generous wait.
+
+        A kill can be lost (agent restarting, executor not yet registered, master failover); a
+        parameter server of a finished job that survives it would hold its port and resources
+        forever, since nothing else ever stops a PS.
+        """
+        if self.driver is None or now < self._kill_scan_at:
+            return
+        self._kill_scan_at = now + 1.0  # a scan over every task record: not on every tick
+        every = 2 * self.cfg.kill_grace + 5.0
+        for job in self.jobs.values():
+            for t in job.tasks.values():
+                if not t.killing or t.state in TERMINAL_TASK_STATES:
+                    self._kills_sent.pop(t.task_id, None)
+                    continue
+                sent = self._kills_sent.get(t.task_id)
+                if sent is None or now - sent >= every:
+                    if sent is not None:
+                        logger.warning("task %s still %s %.0fs after its kill; killing again",
+                                       t.task_id, t.state, now - sent)
+                    self._kill(t.task_id, t.agent_id)
+                    self._kills_sent[t.task_id] = now
 
     def _end_job(self, job: JobRecord, phase: JobPhase, message: str) -> None:
         now = self.clock()

@@ -40,6 +40,9 @@ class ModelAdapter(Protocol):
     def load(self, blob: bytes) -> None:
         ...
 
+    # Optional (looked up with getattr): ``skip_slot()`` drops the experience of a slot that
+    # gets no reward (idle cluster); ``set_version(v)`` tells the model its store version.
+
 
 class DL2Adapter:
     """:class:`ModelAdapter` over ``DL2Policy`` + ``ExperienceRecorder`` + ``OnlineTrainer``."""
@@ -56,6 +59,24 @@ class DL2Adapter:
     def complete_slot(self, reward: float) -> bool:
         return self.recorder.complete_slot(reward=reward) is not None
 
+    def skip_slot(self) -> None:
+        """Drop the pending experience of a slot without reward (no job was active: nothing
+        was decided, and the recorder would otherwise warn about it at the next decision)."""
+        if self.recorder.pending:
+            self.recorder.complete_slot(reward=0.0)
+            self.recorder.completed.pop()
+
+    def set_version(self, version: int) -> None:
+        """Label the model (and the experience recorded from now on) with its store version."""
+        self.policy.version = self.trainer.version = int(version)
+
+    def _weights_changed(self) -> None:
+        # the policy decides with a numpy copy of the actor: refresh it, or an update (or a
+        # rollback / resume) would never reach a decision
+        reload = getattr(self.policy, "reload_weights", None)
+        if reload is not None:
+            reload()
+
     def update(self) -> bool:
         exps = self.recorder.drain()
         if not exps:
@@ -66,7 +87,10 @@ class DL2Adapter:
         finally:
             self.policy.net.eval()
         self.policy.version = self.trainer.version
-        return stats.get("samples", 0.0) > 0
+        changed = stats.get("samples", 0.0) > 0
+        if changed:
+            self._weights_changed()
+        return changed
 
     def dump(self) -> bytes:
         fd, path = tempfile.mkstemp(suffix=".pt")
@@ -90,6 +114,7 @@ class DL2Adapter:
             os.unlink(path)
         self.policy.net.load_state_dict(loaded.net.state_dict())
         self.policy.net.eval()
+        self._weights_changed()
 
 
 class OnlineLearning:
@@ -128,13 +153,20 @@ class OnlineLearning:
             blob = self.store.get_model(int(version))
             if blob is not None:
                 self.adapter.load(blob)
+                self._tell_version(int(version))
                 logger.info("online learning: resumed model version %s from the state store", version)
                 return
             logger.error("model version %s missing from the store; starting from the loaded model", version)
         self.info = {"current": 1, "history": [1], "baseline": None, "baseline_rewards": [],
                      "rollbacks": [], "recent_rewards": []}
+        self._tell_version(1)
         self.store.put_model(1, self.adapter.dump(), {"parent": None, "reason": "starting model"})
         self.store.put_models(self.info)
+
+    def _tell_version(self, version: int) -> None:
+        set_version = getattr(self.adapter, "set_version", None)
+        if set_version is not None:
+            set_version(version)
 
     @property
     def version(self) -> int | None:
@@ -144,8 +176,15 @@ class OnlineLearning:
         """Called after each decision (the adapter's policy already recorded its inferences)."""
 
     def end_slot(self, reward: float | None, policy: Any = None) -> None:
-        """Account the reward of the slot that ended; update the model; maybe roll back."""
+        """Account the reward of the slot that ended; update the model; maybe roll back.
+
+        ``reward`` None means no job was active: the slot says nothing about the policy, so it
+        neither counts towards a rollback nor becomes experience.
+        """
         if reward is None:
+            skip = getattr(self.adapter, "skip_slot", None)
+            if skip is not None:
+                skip()
             return
         self.rewards.append(reward)
         info = self.info
@@ -173,6 +212,7 @@ class OnlineLearning:
         info = self.info
         parent = info.get("current")
         version = max(self.store.model_versions() + [int(parent or 0)]) + 1
+        self._tell_version(version)
         self.store.put_model(version, self.adapter.dump(), {"parent": parent, "reason": reason})
         info["current"] = version
         info["history"] = (info.get("history", []) + [version])[-self.keep:]
@@ -198,6 +238,7 @@ class OnlineLearning:
             logger.error("online learning: cannot roll back, version %s missing", prev)
             return False
         self.adapter.load(blob)
+        self._tell_version(int(prev))
         reason = (f"mean reward {mean:.4f} over the last {len(recent)} slots is below "
                   f"{1 - self.margin:.0%} of the starting model's {base:.4f}")
         logger.warning("online learning: rolling back model version %s -> %s: %s", bad, prev, reason)

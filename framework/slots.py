@@ -37,6 +37,7 @@ class SlotScheduling:
                 self.decide(slot)
         self.launcher.expire(now)
         self.launcher.resend_rescales(now)
+        self.resend_kills(now)
         self.update_offer_interest(now)
         self.flush()
 

@@ -55,8 +55,17 @@ class DL2Policy:
         self.config = net.cfg
         self.recorder = recorder
         self.sample = sample
-        self._chooser = NetChooser(net.actor, sample=sample, seed=seed)
-        self._fast = NumpyActor(net.actor)
+        self._seed = seed
+        self.reload_weights()
+
+    def reload_weights(self) -> None:
+        """Pick up weights changed in ``self.net`` (online update, rollback, resume).
+
+        The greedy path decides with a numpy *copy* of the actor, so without this call a
+        changed network would not change any decision.
+        """
+        self._chooser = NetChooser(self.net.actor, sample=self.sample, seed=self._seed)
+        self._fast = NumpyActor(self.net.actor)
 
     def decide(self, state: ClusterState) -> Allocation:
         """Counts of every job for the slot ``state`` starts (see the slot module for the rules)."""

@@ -148,6 +148,30 @@ def test_workers_finished_finishes_job_and_kills_ps(harness: Harness):
     assert h.store.load_jobs()[job.job_id].phase == JobPhase.FINISHED
 
 
+def test_lost_kill_of_finished_jobs_ps_is_sent_again(harness: Harness):
+    """A PS whose kill got lost would outlive its finished job (holding its port): the kill is
+    re-sent after a grace period until the task reports a terminal state, and then no more."""
+    h = harness
+    h.register()
+    job = h.submit()
+    h.offer(make_offer("a1"))
+    h.tick()
+    h.run_all(job)
+    worker = job.live_tasks("worker")[0]
+    ps = job.live_tasks("ps")[0]
+    h.core.handle(status(worker.task_id, "TASK_FINISHED"))
+    h.driver.clear()
+    h.core.handle(status(ps.task_id, "TASK_RUNNING"))  # still running after the kill
+    h.tick(1.5)
+    assert h.driver.named("killTask") == []  # within the grace: no second kill yet
+    h.tick(2 * h.cfg.kill_grace + 5.0)
+    assert [k[0]["value"] for k in h.driver.named("killTask")] == [ps.task_id]
+    h.core.handle(status(ps.task_id, "TASK_KILLED"))
+    h.driver.clear()
+    h.tick(2 * h.cfg.kill_grace + 5.0)
+    assert h.driver.named("killTask") == []
+
+
 def test_progress_reports_feed_the_next_snapshot(harness: Harness):
     h = harness
     h.register()

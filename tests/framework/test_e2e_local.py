@@ -176,7 +176,11 @@ def test_real_executor_mxnet_job_rescaled_and_finished(cluster, tmp_path):
 
 def test_dl2_policy_learns_online_and_versions_survive_restart(cluster, tmp_path):
     """`--policy dl2` with online learning: model versions grow in the state store, rewards come
-    from reported progress, and a restarted replica resumes the latest version."""
+    from reported progress, and a restarted replica resumes the latest version.
+
+    DL2 starts each slot from the counts jobs run and only adds, so once the cluster is full it
+    has no decision to learn from until a job finishes. Short jobs keep arriving here, so
+    finishing and arriving jobs give it decisions (experience) in several slots."""
     pytest.importorskip("torch")
     from dl2_mesos.policy.dl2.checkpoint import save_checkpoint
     from dl2_mesos.policy.dl2.config import DL2Config
@@ -189,7 +193,7 @@ def test_dl2_policy_learns_online_and_versions_survive_restart(cluster, tmp_path
         "policy_args": {"model_path": str(model)},
         "slot": "2s", "offer_wait": "1s", "api": f"127.0.0.1:{port}",
         "executor_command": f"{sys.executable} {FAKE_EXECUTOR}", "checkpoint_root": f"file://{tmp_path}/ckpt",
-        "task_env": {"FAKE_EPS": "0.2"}, "online_window": 3,
+        "task_env": {"FAKE_EPS": "0.5"}, "online_window": 3, "kill_grace": "2s",
     }
     api = f"http://127.0.0.1:{port}"
 
@@ -200,18 +204,33 @@ def test_dl2_policy_learns_online_and_versions_survive_restart(cluster, tmp_path
         _wait(lambda: requests.get(api + "/health", timeout=2).json()["registered"], 30, "registration")
         return replica, t
 
+    submitted = []
+
+    def submit():
+        r = requests.post(api + "/api/v1/jobs", json={"job_type": "resnet-50", "epochs": 3, **TINY}, timeout=10)
+        assert r.status_code == 201, r.text
+        submitted.append(r.json()["id"])
+
+    def learned():
+        pol = requests.get(api + "/api/v1/policy", timeout=2).json()
+        if (pol["model_version"] or 0) >= 3 and any(x > 0 for x in pol["recent_rewards"]):
+            return pol
+        phases = requests.get(api + "/api/v1/cluster", timeout=2).json()["jobs_by_phase"]
+        if phases["pending"] + phases["running"] + phases["rescaling"] < 2 and len(submitted) < 12:
+            submit()  # keep work arriving: new jobs are what DL2 decides about
+        return None
+
     replica, runner = run_replica()
     try:
-        for i in range(2):
-            r = requests.post(api + "/api/v1/jobs", json={"job_type": "resnet-50", "epochs": 20, **TINY}, timeout=10)
-            assert r.status_code == 201, r.text
+        for _ in range(3):
+            submit()
         try:
-            pol = _wait(lambda: (lambda p: p if (p["model_version"] or 0) >= 3 and any(x > 0 for x in p["recent_rewards"])
-                                 else None)(requests.get(api + "/api/v1/policy", timeout=2).json()), 90, "online updates")
+            pol = _wait(learned, 240, "online updates")
         except AssertionError as exc:  # say what the framework saw
             raise AssertionError(f"{exc}; policy: {requests.get(api + '/api/v1/policy', timeout=2).text}; "
                                  f"cluster: {requests.get(api + '/api/v1/cluster', timeout=2).text[:2000]}") from None
         assert pol["name"] == "dl2" and pol["online_learning"] and pol["learnable"]
+        assert pol["history"][0] == 1 and pol["model_version"] in pol["history"]
     finally:
         replica.stop()
         runner.join(20)

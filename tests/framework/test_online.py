@@ -152,3 +152,65 @@ def test_dl2_adapter_updates_real_model():
     other = DL2Adapter(DL2Policy(net=ActorCritic(DL2Config())))
     other.load(blob)
     assert all(torch.equal(other.policy.net.state_dict()[k], after[k]) for k in after)
+
+
+def _dl2_state(slot: int):
+    from dl2_mesos.cluster import AgentView, ClusterState, JobView
+    from dl2_mesos.jobs import JobSpec
+    from dl2_mesos.resources import Resources
+
+    node = Resources(cpus=8.0, gpus=2.0, mem=48 * 1024.0)
+    agents = tuple(AgentView(f"a{i}", f"h{i}", node, node) for i in range(2))
+    jobs = tuple(JobView(f"j{i}", JobSpec(job_type="resnet-50", epochs=100.0), arrival_slot=0, arrival_time=0.0,
+                         epochs_done=0.0, num_ps=0, num_workers=0, slots_run=slot, slots_since_rescale=0)
+                 for i in range(3))
+    return ClusterState(slot=slot, slot_seconds=60.0, now=60.0 * slot, jobs=jobs, agents=agents, tasks=())
+
+
+def test_dl2_updates_rollbacks_and_resumes_reach_the_decisions():
+    """The greedy DL2 path decides with a numpy copy of the actor: every weight change (online
+    update, rollback, resume) must reach that copy, and the versions must agree with the store."""
+    import numpy as np
+    import torch
+
+    from dl2_mesos.framework.online import DL2Adapter
+    from dl2_mesos.policy.dl2.config import DL2Config
+    from dl2_mesos.policy.dl2.dl2_policy import DL2Policy
+    from dl2_mesos.policy.dl2.network import ActorCritic
+
+    torch.manual_seed(0)
+    policy = DL2Policy(net=ActorCritic(DL2Config()))
+    adapter = DL2Adapter(policy)
+    store = StateStore(MemoryKV())
+    ol = OnlineLearning(store, adapter, "dl2", window=3, margin=0.2, keep=4)
+    ol.start()
+
+    from dl2_mesos.policy.dl2.slot import SlotContext
+
+    def decides_with_net() -> bool:
+        ctx = SlotContext(_dl2_state(50), policy.config)
+        feats = ctx.features(ctx.windows[0], 0).astype(np.float32)
+        with torch.no_grad():
+            want = policy.net.actor(torch.from_numpy(feats)[None, :])[0].numpy()
+        return bool(np.allclose(policy._fast.logits(feats), want, atol=1e-5))
+
+    start = [p.detach().clone() for p in policy.net.actor.parameters()]
+    assert ol.version == 1 and policy.version == 1
+    for slot in range(1, 4):
+        policy.decide(_dl2_state(slot))
+        ol.end_slot(1.0)
+    assert ol.version == 4 and policy.version == 4
+    assert any(not torch.equal(a, b) for a, b in zip(start, policy.net.actor.parameters()))
+    assert decides_with_net()
+    # an idle slot (no reward) drops the pending experience without a version
+    policy.decide(_dl2_state(10))
+    ol.end_slot(None)
+    assert not adapter.recorder.pending and ol.version == 4
+    # a new leader resumes version 4: same weights, and they reach its decisions
+    other = DL2Policy(net=ActorCritic(DL2Config()))
+    ol2 = OnlineLearning(store, DL2Adapter(other), "dl2", window=3)
+    ol2.start()
+    assert ol2.version == 4 and other.version == 4
+    assert all(torch.equal(a, b) for a, b in zip(policy.net.actor.parameters(), other.net.actor.parameters()))
+    policy = other
+    assert decides_with_net()
