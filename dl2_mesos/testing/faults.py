@@ -344,7 +344,13 @@ class FaultRig:
                 self.jobs()), timeout, f"{self.name}: all jobs to end", interval=0.3)
         except AssertionError:
             logger.warning("%s: not every job ended within %.0fs", self.name, timeout)
-        return {j: self.job(j) or {} for j in self.job_ids}
+        out = {}
+        for j in self.job_ids:  # leadership may flap for a while after a fault: wait for an answer
+            try:
+                out[j] = wait_for(lambda j=j: self.job(j), 60, f"{self.name}: a leader to show {j}", interval=0.3)
+            except AssertionError:
+                out[j] = {}
+        return out
 
     # -- checkpoints -------------------------------------------------------------------------------
     def verify_checkpoints(self, jobs: dict[str, dict[str, Any]]) -> tuple[bool, int, list[str]]:
