@@ -13,6 +13,7 @@ import json
 import logging
 from typing import Any, Protocol
 
+from starlette.concurrency import run_in_threadpool
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
@@ -141,7 +142,9 @@ def create_app(backend: Backend, *, api_token: str = "", max_body_bytes: int = 6
         except (TypeError, ValueError) as exc:
             return _error(422, f"invalid job spec: {exc}")
         try:
-            job = backend.submit(spec)
+            # submit blocks until the loop thread has taken the job: keep it off the event loop,
+            # or one slow submission would stall every request (health checks included)
+            job = await run_in_threadpool(backend.submit, spec)
         except NotLeader:
             return not_leader(request) or _error(503, "leadership changed; retry")
         except TimeoutError:

@@ -108,12 +108,38 @@ class AgentOffers:
 
 
 class OfferClaim:
-    """Scratch accounting while matching tasks to one agent's held offers in a round."""
+    """Scratch accounting while matching tasks to one agent's held offers in a round.
+
+    Ports are handed out round-robin per agent (continuing after the last port given on that
+    agent, wrapping around), not lowest-first: a port a finished task has just released may sit
+    in TIME_WAIT, and a new MXNet scheduler that gets it straight back cannot bind it.
+    """
+
+    #: agent id -> last port handed out there (only the loop thread uses claims)
+    _cursor: dict[str, int] = {}
 
     def __init__(self, agent: AgentOffers) -> None:
         self.agent = agent
         self.free = agent.free
         self._ports = [list(r) for r in agent.ports]  # mutable [begin, end] ranges
+
+    def _pick(self, n: int) -> list[int]:
+        """The first ``n`` free ports after this agent's cursor, wrapping around."""
+        last = self._cursor.get(self.agent.agent_id, -1)
+        got: list[int] = []
+        for lo_bound in (last + 1, None):  # ports after the cursor, then from the start
+            for b, e in self._ports:
+                lo = b if lo_bound is None else max(b, lo_bound)
+                hi = e if lo_bound is None else e
+                if lo_bound is None:
+                    hi = min(e, last)
+                p = lo
+                while p <= hi and len(got) < n:
+                    got.append(p)
+                    p += 1
+                if len(got) == n:
+                    return got
+        return got
 
     def take(self, demand: Resources, num_ports: int) -> list[int] | None:
         """Claim ``demand`` and ``num_ports`` ports; None (no change) if they are not there."""
@@ -123,12 +149,20 @@ class OfferClaim:
         if avail < num_ports:
             return None
         got: list[int] = []
-        while len(got) < num_ports:
-            rng = self._ports[0]
-            got.append(rng[0])
-            rng[0] += 1
-            if rng[0] > rng[1]:
-                self._ports.pop(0)
+        if num_ports:
+            got = self._pick(num_ports)
+            taken = set(got)
+            remaining: list[list[int]] = []
+            for b, e in self._ports:
+                start = b
+                for p in sorted(q for q in taken if b <= q <= e):
+                    if p > start:
+                        remaining.append([start, p - 1])
+                    start = p + 1
+                if start <= e:
+                    remaining.append([start, e])
+            self._ports = remaining
+            self._cursor[self.agent.agent_id] = got[-1]
         self.free = self.free - demand
         return got
 
