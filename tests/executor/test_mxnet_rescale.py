@@ -63,7 +63,9 @@ def test_rescale_1ps_2w_to_2ps_3w_on_hdfs(hdfs, make_runner, sink, job_id, kit):
     start_g1 = sum(loss_g1[:3]) / len(loss_g1[:3])
     end_g1 = sum(loss_g1[-3:]) / len(loss_g1[-3:])
     assert end_g0 < start_g0
-    assert start_g1 < start_g0 * 0.8, (start_g0, end_g0, start_g1)  # resumed, not restarted from scratch
+    # resumed, not restarted from scratch: generation 1 starts nearer where generation 0 ended than
+    # where it began (how far the loss falls in 40 batches varies with machine load)
+    assert start_g1 < (start_g0 + end_g0) / 2, (start_g0, end_g0, start_g1)
     assert end_g1 < end_g0 * 1.05, (end_g0, end_g1)
     for tid in [s.task_id for s in specs] + new_ids:
         assert sink.states(tid)[-1] == "TASK_KILLED", sink.statuses
