@@ -119,8 +119,6 @@ def test_core_feeds_slot_rewards_from_reported_progress():
 
 
 def test_dl2_adapter_updates_real_model():
-    import pytest
-
     import torch
     from dl2_mesos.policy.dl2.config import DL2Config
     from dl2_mesos.policy.dl2.dl2_policy import DL2Policy
