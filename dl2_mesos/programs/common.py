@@ -1,4 +1,5 @@
-"""Pieces shared by the reference programs: arguments and a deterministic synthetic data set.
+"""Pieces shared by the reference programs: arguments, a deterministic synthetic data set, and
+the job-runtime bookkeeping around each training step (:class:`BatchLoop`).
 
 Runs under the job interpreter (numpy < 1.24); imports numpy lazily so ``--help`` stays cheap.
 """
@@ -7,7 +8,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import time
+from collections.abc import Callable
 from typing import Any
+
+from dl2_mesos.job_runtime import EXIT_FINISHED, EXIT_STOPPED, JobRuntime
 
 
 def parse_args(argv: list[str] | None, description: str) -> argparse.Namespace:
@@ -55,3 +60,62 @@ def digest(arrays: list[Any]) -> str:
     for a in arrays:
         h.update(a.tobytes())
     return h.hexdigest()
+
+
+class BatchLoop:
+    """What every reference program does around a training step, per the job-runtime contract.
+
+    Usage::
+
+        loop = BatchLoop(rt, args, start_batch=batch, samples_per_batch=..., write=write)
+        while loop.running:
+            loss = train_one_batch(loop.batch)
+            stop = all_workers_agree(rt.stop_requested)  # kvstore sum / all-reduce
+            if not loop.after_step(loss, stop):
+                break
+        loop.finish(param_digest)
+
+    ``after_step`` emits the first-batch event and progress, checkpoints when due (the saver
+    only) and paces the loop; ``finish`` saves the final checkpoint and reports the exit.
+    """
+
+    def __init__(self, rt: JobRuntime, args: argparse.Namespace, start_batch: int, samples_per_batch: int,
+                 write: Callable[[Any], None]) -> None:
+        self.rt, self.args, self.write = rt, args, write
+        self.total_batches = int(round(rt.epochs * args.batches_per_epoch))
+        self.batch = self.start_batch = start_batch
+        self.samples_per_batch = samples_per_batch
+        self.status, self.loss = EXIT_FINISHED, None
+        self._t_start = time.monotonic()
+
+    @property
+    def running(self) -> bool:
+        return self.batch < self.total_batches
+
+    @property
+    def epoch(self) -> float:
+        return self.batch / self.args.batches_per_epoch
+
+    def after_step(self, loss: float, stop: bool) -> bool:
+        """Account one trained batch; False when every worker must stop now (a stop was requested)."""
+        self.loss = loss
+        self.batch += 1
+        if self.batch == self.start_batch + 1:
+            self.rt.event("first_batch", batch=self.batch)
+        elapsed = max(time.monotonic() - self._t_start, 1e-6)
+        self.rt.progress(self.epoch, self.batch, (self.batch - self.start_batch) * self.samples_per_batch / elapsed,
+                         loss, force=stop or not self.running)
+        if stop:
+            self.status = EXIT_STOPPED
+            return False
+        if self.rt.saver and self.rt.checkpoint_due():
+            self.rt.save_checkpoint(self.write, self.epoch, self.batch)
+        if self.args.batch_sleep:
+            time.sleep(self.args.batch_sleep)
+        return True
+
+    def finish(self, param_digest: str) -> None:
+        """Final checkpoint (the saver) and the exit event."""
+        if self.rt.saver:
+            self.rt.save_checkpoint(self.write, self.epoch, self.batch, final=True)
+        self.rt.exit(self.status, batch=self.batch, loss=self.loss, param_digest=param_digest)

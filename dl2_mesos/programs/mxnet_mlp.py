@@ -13,8 +13,8 @@ from __future__ import annotations
 import sys
 import time
 
-from dl2_mesos.job_runtime import EXIT_FINISHED, EXIT_STOPPED, JobRuntime
-from dl2_mesos.programs.common import SyntheticTask, digest, parse_args
+from dl2_mesos.job_runtime import JobRuntime
+from dl2_mesos.programs.common import BatchLoop, SyntheticTask, digest, parse_args
 
 STOP_KEY = 999_983  # an integer key far above the Trainer's parameter indices
 
@@ -54,11 +54,8 @@ def train(argv: list[str] | None = None) -> int:
 
     task = SyntheticTask(args)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    total_batches = int(round(rt.epochs * args.batches_per_epoch))
     global_batch = args.batch_size * rt.num_workers
     flag, flag_out = mx.nd.zeros(1), mx.nd.zeros(1)
-    t_start, start_batch, first = time.monotonic(), batch, True
-    status, loss_value = EXIT_FINISHED, None
 
     def params() -> list:
         return [p.data().asnumpy() for _, p in sorted(net.collect_params().items())]
@@ -67,36 +64,20 @@ def train(argv: list[str] | None = None) -> int:
         net.save_parameters(str(folder / "model.params"))
         trainer.save_states(str(folder / "trainer.states"))
 
-    while batch < total_batches:
-        x, y = task.batch(batch, rt.rank)
+    loop = BatchLoop(rt, args, start_batch=batch, samples_per_batch=global_batch, write=write)
+    while loop.running:
+        x, y = task.batch(loop.batch, rt.rank)
         with autograd.record():
             loss = loss_fn(net(mx.nd.array(x)), mx.nd.array(y))
         loss.backward()
         trainer.step(global_batch)  # gradients are summed over workers by the kvstore
-        loss_value = float(loss.mean().asscalar())
-        batch += 1
-        if first:
-            rt.event("first_batch", batch=batch)
-            first = False
         # Every worker contributes its stop flag; the sum is the same everywhere, so all stop together.
         flag[:] = 1.0 if rt.stop_requested else 0.0
         kv.push(STOP_KEY, flag)
         kv.pull(STOP_KEY, out=flag_out)
-        stop = float(flag_out.asscalar()) > 0
-        elapsed = max(time.monotonic() - t_start, 1e-6)
-        rt.progress(batch / args.batches_per_epoch, batch, (batch - start_batch) * global_batch / elapsed,
-                    loss_value, force=stop or batch >= total_batches)
-        if stop:
-            status = EXIT_STOPPED
+        if not loop.after_step(float(loss.mean().asscalar()), float(flag_out.asscalar()) > 0):
             break
-        if rt.saver and rt.checkpoint_due():
-            rt.save_checkpoint(write, batch / args.batches_per_epoch, batch)
-        if args.batch_sleep:
-            time.sleep(args.batch_sleep)
-
-    if rt.saver:
-        rt.save_checkpoint(write, batch / args.batches_per_epoch, batch, final=True)
-    rt.exit(status, batch=batch, loss=loss_value, param_digest=digest(params()))
+    loop.finish(digest(params()))
     return 0
 
 

@@ -12,8 +12,8 @@ import sys
 import time
 from datetime import timedelta
 
-from dl2_mesos.job_runtime import EXIT_FINISHED, EXIT_STOPPED, JobRuntime
-from dl2_mesos.programs.common import SyntheticTask, digest, parse_args
+from dl2_mesos.job_runtime import JobRuntime
+from dl2_mesos.programs.common import BatchLoop, SyntheticTask, digest, parse_args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,16 +49,14 @@ def main(argv: list[str] | None = None) -> int:
 
     task = SyntheticTask(args)
     loss_fn = torch.nn.CrossEntropyLoss()
-    total_batches = int(round(rt.epochs * args.batches_per_epoch))
     flag = torch.zeros(1)
-    t_start, start_batch, first = time.monotonic(), batch, True
-    status, loss_value = EXIT_FINISHED, None
 
     def write(folder) -> None:
         torch.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, folder / "model.pt")
 
-    while batch < total_batches:
-        x, y = task.batch(batch, rt.rank)
+    loop = BatchLoop(rt, args, start_batch=batch, samples_per_batch=args.batch_size * world, write=write)
+    while loop.running:
+        x, y = task.batch(loop.batch, rt.rank)
         opt.zero_grad()
         loss = loss_fn(model(torch.from_numpy(x)), torch.from_numpy(y).long())
         loss.backward()
@@ -66,29 +64,11 @@ def main(argv: list[str] | None = None) -> int:
             dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
             p.grad /= world
         opt.step()
-        loss_value = float(loss.item())
-        batch += 1
-        if first:
-            rt.event("first_batch", batch=batch)
-            first = False
         flag.fill_(1.0 if rt.stop_requested else 0.0)
         dist.all_reduce(flag, op=dist.ReduceOp.SUM)
-        stop = bool(flag.item() > 0)
-        elapsed = max(time.monotonic() - t_start, 1e-6)
-        rt.progress(batch / args.batches_per_epoch, batch, (batch - start_batch) * args.batch_size * world / elapsed,
-                    loss_value, force=stop or batch >= total_batches)
-        if stop:
-            status = EXIT_STOPPED
+        if not loop.after_step(float(loss.item()), bool(flag.item() > 0)):
             break
-        if rt.saver and rt.checkpoint_due():
-            rt.save_checkpoint(write, batch / args.batches_per_epoch, batch)
-        if args.batch_sleep:
-            time.sleep(args.batch_sleep)
-
-    if rt.saver:
-        rt.save_checkpoint(write, batch / args.batches_per_epoch, batch, final=True)
-    rt.exit(status, batch=batch, loss=loss_value,
-            param_digest=digest([p.detach().numpy() for p in model.parameters()]))
+    loop.finish(digest([p.detach().numpy() for p in model.parameters()]))
     dist.destroy_process_group()
     return 0
 
