@@ -165,6 +165,9 @@ class SchedulerCore(SlotScheduling):
     # -- Mesos events ----------------------------------------------------------------------
     def _on_registered(self, e: ev.Registered) -> None:
         self.driver = e.driver
+        bind = getattr(type(e.driver), "bind_metrics", None)  # an OutboundDriver (see mesos_scheduler)
+        if bind is not None:
+            bind(e.driver, self.metrics)
         self.registered = True
         self.ever_registered = True
         self.offer_interest = None

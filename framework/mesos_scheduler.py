@@ -1,5 +1,9 @@
 """The pymesos ``Scheduler``: every callback only translates its arguments into an event and
-puts it on the loop's queue (the pymesos I/O thread must never block on our state)."""
+puts it on the loop's queue (the pymesos I/O thread must never block on our state).
+
+The driver handed to the loop (in :class:`~dl2_mesos.framework.events.Registered`) is an
+:class:`~dl2_mesos.framework.outbound.OutboundDriver` around pymesos's: the loop's calls to the
+master are queued and made by one sender thread, never on the loop thread."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from typing import Any
 from pymesos import Scheduler
 
 from dl2_mesos.framework import events as ev
+from dl2_mesos.framework.outbound import OutboundDriver
 
 logger = logging.getLogger(__name__)
 
@@ -21,17 +26,35 @@ def _value(d: Any) -> str:
 class Dl2MesosScheduler(Scheduler):
     """pymesos callbacks -> events on ``events``."""
 
-    def __init__(self, events: queue.Queue) -> None:
+    def __init__(self, events: queue.Queue, outbound: bool = True) -> None:
         self.events = events
+        self._use_outbound = outbound
+        self.outbound: OutboundDriver | None = None
+
+    def _proxy(self, driver: Any) -> Any:
+        """The driver the loop gets: one OutboundDriver per scheduler, following the current driver.
+        It stops by itself once the pymesos driver is stopped (the end of a leadership term)."""
+        if not self._use_outbound:
+            return driver
+        if self.outbound is None or not self.outbound.running:
+            self.outbound = OutboundDriver(driver)
+        else:
+            self.outbound.set_driver(driver)
+        return self.outbound
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the sender thread after the calls already queued (idempotent)."""
+        if self.outbound is not None:
+            self.outbound.stop(timeout)
 
     # Mesos' camelCase callback names are pymesos' contract.
     def registered(self, driver, frameworkId, masterInfo):  # noqa: N802, N803, ANN001, ANN201
         master = f"{masterInfo.get('hostname')}:{masterInfo.get('port')}"
-        self.events.put(ev.Registered(driver, _value(frameworkId), master, reregistered=False))
+        self.events.put(ev.Registered(self._proxy(driver), _value(frameworkId), master, reregistered=False))
 
     def reregistered(self, driver, masterInfo):  # noqa: N802, N803, ANN001, ANN201
         master = f"{masterInfo.get('hostname')}:{masterInfo.get('port')}"
-        self.events.put(ev.Registered(driver, driver.framework_id, master, reregistered=True))
+        self.events.put(ev.Registered(self._proxy(driver), driver.framework_id, master, reregistered=True))
 
     def disconnected(self, driver):  # noqa: ANN001, ANN201
         self.events.put(ev.Disconnected())

@@ -32,6 +32,17 @@ class FrameworkMetrics:
         self.status_updates = Counter("dl2_status_updates", "Task status updates.", ["state"], registry=r)
         self.slot = Gauge("dl2_slot", "Current slot index.", registry=r)
         self.leader = Gauge("dl2_is_leader", "1 on the leading replica.", registry=r)
+        self.outbound_queue = Gauge("dl2_outbound_queue", "Calls to the master waiting to be sent.", registry=r)
+        self.outbound_calls = Counter("dl2_outbound_calls", "Calls to the master by method and result.",
+                                      ["call", "result"], registry=r)
+        self.outbound_lag = Histogram(
+            "dl2_outbound_lag_seconds", "Time a call to the master waited in the outbound queue.",
+            buckets=(0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 30), registry=r,
+        )
+        self.outbound_call_latency = Histogram(
+            "dl2_outbound_call_seconds", "Time one call to the master took (HTTP round trip).",
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5), registry=r,
+        )
         self.model_version = Gauge("dl2_model_version", "Version of the online-learned policy model.", registry=r)
         for p in JobPhase:
             self.jobs.labels(p.value).set(0)
