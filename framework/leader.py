@@ -3,12 +3,20 @@
 Each replica contends under ``<zk path>/leader`` with its API URL as identifier, so any
 replica can tell clients who leads (the first contender). The kazoo connection listener only
 calls ``on_change`` (which enqueues); it never blocks or calls ZooKeeper itself.
+
+Fencing: kazoo learns that its session expired only when it reaches a server again, so a leader
+cut off from ZooKeeper would otherwise go on leading while the server has already expired its
+session and elected someone else. While SUSPENDED the leader makes no decisions (the core stops
+deciding) but keeps its Mesos connection; once a full session timeout has passed since the
+suspension (the server has surely expired the session by then, see :meth:`ZkLeadership.must_fence`)
+or on LOST, the replica fences itself (see :mod:`dl2_mesos.framework.runner`).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
@@ -34,6 +42,10 @@ class LocalLeadership:
     def cancel(self) -> None:
         pass
 
+    def must_fence(self, now: float | None = None) -> bool:
+        """Never: there is no session to lose."""
+        return False
+
 
 class ZkLeadership:
     """kazoo Election wrapper.
@@ -43,9 +55,13 @@ class ZkLeadership:
         path: election znode, e.g. ``/dl2/leader``.
         url: this replica's API URL (its contender identifier).
         on_change: called with ``"suspended"``, ``"resumed"`` or ``"lost"`` from kazoo's thread.
+        session_timeout: seconds after a suspension at which the session counts as expired
+            (default: the timeout the client asked for; a server may negotiate a different one
+            within its min/max session timeout, so keep ``zk_timeout`` inside those bounds).
     """
 
-    def __init__(self, client, path: str, url: str, on_change: Callable[[str], None]) -> None:  # noqa: ANN001
+    def __init__(self, client, path: str, url: str, on_change: Callable[[str], None],  # noqa: ANN001
+                 session_timeout: float | None = None) -> None:
         from kazoo.client import KazooState
 
         self.client = client
@@ -56,17 +72,36 @@ class ZkLeadership:
         self._election = client.Election(path, identifier=url)
         self._states = KazooState
         self._last = None
+        if session_timeout is None:
+            session_timeout = getattr(client, "_session_timeout", 10000) / 1000.0
+        self.session_timeout = float(session_timeout)
+        self.suspended_since: float | None = None  # monotonic time of the suspension (None: connected)
         client.add_listener(self._listener)
 
     def _listener(self, state) -> None:  # noqa: ANN001
         # kazoo: listeners must not block and must not call ZooKeeper; only hand the change on
         if state == self._states.SUSPENDED:
+            if self.suspended_since is None:
+                self.suspended_since = time.monotonic()
             self._on_change("suspended")
         elif state == self._states.LOST:
+            self.suspended_since = None
             self._on_change("lost")
-        elif state == self._states.CONNECTED and self._last == self._states.SUSPENDED:
-            self._on_change("resumed")
+        elif state == self._states.CONNECTED:
+            self.suspended_since = None
+            if self._last == self._states.SUSPENDED:
+                self._on_change("resumed")
         self._last = state
+
+    def must_fence(self, now: float | None = None) -> bool:
+        """True when this replica leads and has been cut off from ZooKeeper for a full session
+        timeout: the server expires a session ``session_timeout`` after it last heard from the
+        client, which is no later than the suspension, so by now another replica may have been
+        elected. The leader must stop acting (the runner stops its driver and exits 75)."""
+        since = self.suspended_since
+        if not self.is_leader or since is None:
+            return False
+        return (time.monotonic() if now is None else now) - since >= self.session_timeout
 
     def run(self, lead: Callable[[], None]) -> None:
         """Block until elected, then run ``lead``; leadership is held exactly while it runs."""

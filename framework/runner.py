@@ -2,8 +2,14 @@
 the scheduling loop and online learning.
 
 Exit codes of :meth:`Replica.run`: 0 stopped on request, 2 configuration or connection
-failure (ZooKeeper or master unreachable), 75 leadership lost (ZooKeeper session lost or the
-state was written by another leader): a supervisor restarts the process as a standby.
+failure (ZooKeeper or master unreachable), 75 leadership lost (ZooKeeper session lost or
+presumed expired, or the state was written by another leader): a supervisor restarts the
+process as a standby.
+
+Fencing a leader (session LOST, or suspended for a full session timeout): the state store
+refuses every further write at once, the replica stops reporting itself leader, the Mesos driver
+is stopped with ``failover=True`` (tasks keep running for the next leader) and the loop ends;
+the process exits 75.
 """
 
 from __future__ import annotations
@@ -134,7 +140,8 @@ class Replica:
         return {"jobs": {}, "cluster": {}, "policy": {}}
 
     def is_leader(self) -> bool:
-        return bool(self.leadership.is_leader and self.loop is not None and self.loop.running)
+        return bool(self.leadership.is_leader and self.loop is not None and self.loop.running
+                    and not self.store.fenced)
 
     def leader_url(self) -> str | None:
         url = self.leadership.leader_url()
@@ -214,9 +221,19 @@ class Replica:
     def _zk_change(self, change: str) -> None:
         # called on kazoo's thread: only enqueue / set flags
         if change == "lost":
-            self.stop("ZooKeeper session lost", EXIT_LEADERSHIP_LOST)
+            self.fence("ZooKeeper session lost")
         else:
             self.events.put(ev.Leadership(change))
+
+    def fence(self, reason: str) -> None:
+        """Stop acting as leader now: no more state writes, then stop the term and exit 75.
+
+        Only sets flags (safe from kazoo's thread); :meth:`_lead` stops the driver and the loop.
+        """
+        if self.leadership.is_leader and not self.store.fenced:
+            logger.warning("fencing this leader: %s", reason)
+        self.store.fence(reason)
+        self.stop(reason, EXIT_LEADERSHIP_LOST)
 
     def _pymesos_driver(self, scheduler: Any, info: dict[str, Any]) -> Any:
         from pymesos import MesosSchedulerDriver  # already imported (see the module top)
@@ -249,7 +266,11 @@ class Replica:
             driver.start()
             deadline = time.monotonic() + self.cfg.connect_timeout
             while not self._stop.wait(0.2):
-                if not self.loop.running:
+                if self.leadership.must_fence():
+                    self.fence(f"ZooKeeper unreachable for the session timeout "
+                               f"({self.leadership.session_timeout:g}s): the session has expired, "
+                               f"another replica may lead")
+                elif not self.loop.running:
                     self.stop("scheduling loop ended", EXIT_LEADERSHIP_LOST)
                 elif not core.ever_registered and time.monotonic() > deadline:
                     self.stop(f"could not subscribe to Mesos master {self.cfg.master} within "

@@ -11,7 +11,9 @@ Layout under the store root (``<zk path>/state`` in ZooKeeper, ``state_dir`` on 
 
 Every write is a compare-and-set against the version this object last read or wrote; a
 :class:`~dl2_mesos.framework.kv.StaleVersion` means another leader has written since: the
-caller must stop leading.
+caller must stop leading. A leader that fenced itself (:meth:`StateStore.fence`: its ZooKeeper
+session is lost or presumed expired) writes nothing any more, not even the unguarded model
+chunks: every write raises ``StaleVersion`` from then on.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import json
 import logging
 from typing import Any
 
-from dl2_mesos.framework.kv import KVStore
+from dl2_mesos.framework.kv import KVStore, StaleVersion
 from dl2_mesos.framework.records import JobRecord
 
 logger = logging.getLogger(__name__)
@@ -38,6 +40,21 @@ class StateStore:
     def __init__(self, kv: KVStore) -> None:
         self.kv = kv
         self._versions: dict[str, int] = {}
+        self.fenced_reason = ""
+
+    # -- fencing ---------------------------------------------------------------------------
+    @property
+    def fenced(self) -> bool:
+        return bool(self.fenced_reason)
+
+    def fence(self, reason: str) -> None:
+        """Refuse every later write (thread-safe: a flag read before each write)."""
+        if not self.fenced_reason:
+            self.fenced_reason = reason or "fenced"
+
+    def _writable(self, key: str) -> None:
+        if self.fenced_reason:
+            raise StaleVersion(f"{key}: not written, this leader is fenced ({self.fenced_reason})")
 
     # -- generic ---------------------------------------------------------------------------
     def _get_json(self, key: str) -> Any | None:
@@ -50,6 +67,7 @@ class StateStore:
         return json.loads(data.decode()) if data else None
 
     def _put_json(self, key: str, value: Any, fenced: bool = True) -> None:
+        self._writable(key)
         data = json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
         expected = self._versions.get(key, -1)
         guard = None
@@ -59,6 +77,7 @@ class StateStore:
         self._versions[key] = self.kv.put(key, data, expected, guard)
 
     def _delete(self, key: str) -> None:
+        self._writable(key)
         self.kv.delete(key)
         for k in [k for k in self._versions if k == key or k.startswith(key + "/")]:
             del self._versions[k]
@@ -72,6 +91,7 @@ class StateStore:
         return got[0].decode() or None
 
     def set_framework_id(self, framework_id: str) -> None:
+        self._writable("framework_id")
         expected = self._versions.get("framework_id", -1)
         self._versions["framework_id"] = self.kv.put("framework_id", framework_id.encode(), expected)
 
@@ -122,6 +142,7 @@ class StateStore:
         self._delete(key)
         self._put_json(f"{key}/meta", {**meta, "size": len(blob), "chunks": (len(blob) + CHUNK - 1) // CHUNK})
         for i in range(0, max(1, len(blob)), CHUNK):
+            self._writable(f"{key}/blob")
             self.kv.put(f"{key}/blob/{i // CHUNK:05d}", blob[i:i + CHUNK], None)
 
     def get_model(self, version: int) -> bytes | None:

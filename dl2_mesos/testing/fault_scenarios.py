@@ -60,24 +60,75 @@ def leader_killed_during_rescale(hdfs: HdfsCluster, zk: ZooKeeperServer, workdir
         return [res]
 
 
+class LeadershipMonitor:
+    """Polls every replica's ``/health`` about ten times a second on its own thread and records
+    each sweep in which more than one replica reports ``role == "leader"`` (two leaders acting at
+    once: both subscribed to the master, both deciding)."""
+
+    def __init__(self, rig: FaultRig, interval: float = 0.1) -> None:
+        self.rig, self.interval = rig, interval
+        self.overlaps: list[tuple[float, tuple[str, ...]]] = []  # (seconds since start, leaders)
+        self.sweeps = 0
+        self._stop = threading.Event()
+        self._t0 = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="leadership-monitor", daemon=True)
+
+    def __enter__(self) -> LeadershipMonitor:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def leaders(self) -> list[str]:
+        out = []
+        for r in self.rig.replicas:
+            h = r.health() if r.alive else None
+            if h and h.get("role") == "leader":
+                out.append(r.name)
+        return out
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            leaders = self.leaders()
+            self.sweeps += 1
+            if len(leaders) > 1:
+                self.overlaps.append((round(time.monotonic() - self._t0, 1), tuple(leaders)))
+
+
 def zookeeper_outage(hdfs: HdfsCluster, zk: ZooKeeperServer, workdir: Path, downtime: float = 20.0) -> list[FaultResult]:
-    """ZooKeeper (its own server) stopped for ``downtime`` s mid-run and restarted; replicas that
-    lose their session exit 75 and are restarted by the rig's supervisor."""
+    """ZooKeeper (its own server) stopped for ``downtime`` s mid-run and restarted. With a
+    downtime longer than the session timeout (4 s here) the leader must fence itself (stop its
+    driver, exit 75 for the rig's supervisor) before any standby can be elected: at no time may
+    two replicas report leading, and afterwards exactly one leads."""
     own = ZooKeeperServer(workdir=str(workdir / "zk-outage-data")).start()
     try:
         opt = RigOptions(agents=2, agent_cpus=3.0, replicas=2)
         with FaultRig("zk-outage", hdfs, own, workdir / "zk-outage", opt) as rig:
             rig.submit(2, EPOCHS + 12)
             _running_with_progress(rig)
-            own.stop()
-            time.sleep(downtime)
-            before = rig.progress() or {j: 0.0 for j in rig.job_ids}
-            own.start()
-            t = time.monotonic()
-            # progress as known before the outage: the view may be empty while nobody leads
-            rec = rig.wait_recovered(before, t)
+            with LeadershipMonitor(rig) as mon:
+                own.stop()
+                time.sleep(downtime)
+                before = rig.progress() or {j: 0.0 for j in rig.job_ids}
+                own.start()
+                t = time.monotonic()
+                # progress as known before the outage: the view may be empty while nobody leads
+                rec = rig.wait_recovered(before, t)
+                res = rig.result(f"ZooKeeper down {downtime:.0f}s", rec)
+                leaders_after = mon.leaders()
             restarts = sum(r.restarts for r in rig.replicas)
-            return [rig.result(f"ZooKeeper down {downtime:.0f}s", rec, f"replica restarts by supervisor: {restarts}")]
+            problems = list(res.problems)
+            if mon.overlaps:
+                problems.append(f"two replicas led at once in {len(mon.overlaps)} of {mon.sweeps} health sweeps, "
+                                f"first at {mon.overlaps[0][0]}s: {mon.overlaps[0][1]}")
+            if len(leaders_after) != 1:
+                problems.append(f"after the outage {len(leaders_after)} replicas lead: {leaders_after}")
+            detail = (f"replica restarts by supervisor: {restarts}; {mon.sweeps} health sweeps, "
+                      f"{len(mon.overlaps)} with two leaders")
+            return [FaultResult(res.fault, res.recovery_s, res.finished, res.submitted, res.checkpoints_ok,
+                                res.checkpoints, detail, tuple(problems))]
     finally:
         own.close()
 
