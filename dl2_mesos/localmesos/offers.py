@@ -67,14 +67,7 @@ class Allocator:
     # ---- accounting -----------------------------------------------------------------------
     def used(self, agent_id: str) -> ResourceBag:
         """Resources of live tasks and executors on an agent."""
-        total = ResourceBag()
-        for fw in self.master.frameworks.values():
-            for task in fw.tasks.values():
-                if task.agent_id == agent_id and task.uses_resources:
-                    total = total + task.resources
-            for _info, res in fw.executors.get(agent_id, {}).values():
-                total = total + res
-        return total
+        return self.used_by_agent().get(agent_id, ResourceBag())
 
     def offered(self, agent_id: str) -> ResourceBag:
         total = ResourceBag()
@@ -85,15 +78,36 @@ class Allocator:
     def available(self, agent: AgentRecord) -> ResourceBag:
         return agent.total - self.used(agent.agent_id) - self.offered(agent.agent_id)
 
-    def _share(self, fw: Framework, totals: ResourceBag) -> float:
+    def used_by_agent(self) -> dict[str, ResourceBag]:
+        """Resources of live tasks and executors, per agent: one pass over every framework's tasks
+        (a cycle used to rescan all tasks for each agent: O(agents x tasks), seconds at 500 agents)."""
+        used: dict[str, ResourceBag] = {}
+        for fw in self.master.frameworks.values():
+            for task in fw.tasks.values():
+                if task.uses_resources:
+                    used[task.agent_id] = used.get(task.agent_id, ResourceBag()) + task.resources
+            for agent_id, executors in fw.executors.items():
+                for _info, res in executors.values():
+                    used[agent_id] = used.get(agent_id, ResourceBag()) + res
+        return used
+
+    def _allocated(self, fw: Framework) -> ResourceBag:
+        """What a framework holds: resources of its live tasks plus its outstanding offers."""
         alloc = ResourceBag()
         for task in fw.tasks.values():
             if task.uses_resources:
                 alloc = alloc + task.resources
         for oid in fw.offers:
             alloc = alloc + self.master.offers[oid].resources
+        return alloc
+
+    @staticmethod
+    def _share_of(alloc: ResourceBag, totals: ResourceBag) -> float:
         shares = [alloc.scalar(k) / totals.scalar(k) for k in ("cpus", "mem", "gpus") if totals.scalar(k) > 0]
         return max(shares, default=0.0)
+
+    def _share(self, fw: Framework, totals: ResourceBag) -> float:
+        return self._share_of(self._allocated(fw), totals)
 
     # ---- the cycle ------------------------------------------------------------------------
     def allocate(self) -> None:
@@ -105,17 +119,24 @@ class Allocator:
         totals = ResourceBag()
         for agent in master.agents.values():
             totals = totals + agent.total
+        # per-cycle tables, kept up to date as offers are made (same result as recomputing the
+        # used resources and dominant shares for every agent, without rescanning every task)
+        used = self.used_by_agent()
+        allocated = {f.id: self._allocated(f) for f in candidates}
+        shares = {fid: self._share_of(a, totals) for fid, a in allocated.items()}
         new_offers: dict[str, list[Offer]] = defaultdict(list)
         for agent in list(master.agents.values()):
-            avail = self.available(agent)
+            avail = agent.total - used.get(agent.agent_id, ResourceBag()) - self.offered(agent.agent_id)
             if not avail.allocatable():
                 continue
-            for fw in sorted(candidates, key=lambda f: (self._share(f, totals), f.registered_time)):
+            for fw in sorted(candidates, key=lambda f: (shares[f.id], f.registered_time)):
                 if agent.has_gpus and not fw.has_capability("GPU_RESOURCES"):
                     continue
                 if fw.filtered(agent.agent_id, avail, at):
                     continue
                 new_offers[fw.id].append(self._make_offer(fw, agent, avail))
+                allocated[fw.id] = allocated[fw.id] + avail
+                shares[fw.id] = self._share_of(allocated[fw.id], totals)
                 break
         for fid, offers in new_offers.items():
             fw = master.frameworks[fid]

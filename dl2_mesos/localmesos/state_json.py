@@ -84,8 +84,9 @@ def _framework_json(master: Master, fw: Framework, active: bool) -> dict[str, An
 def master_state_json(master: Master, zk: str | None = None) -> dict[str, Any]:
     info = master.master_info()
     slaves = []
+    used_by_agent = master.allocator.used_by_agent()  # one pass over the tasks, not one per agent
     for rec in master.agents.values():
-        used = master.allocator.used(rec.agent_id)
+        used = used_by_agent.get(rec.agent_id, ResourceBag())
         offered = master.allocator.offered(rec.agent_id)
         agent = rec.agent
         slaves.append(
