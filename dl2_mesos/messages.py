@@ -11,9 +11,15 @@ Transport (see README "Framework <-> executor"):
 * :class:`RescaleRequest` goes framework -> executor as a framework message; the framework
   re-sends it until the executor's :class:`RescaleReport` for that generation arrives.
 
-Every message is ``{"schema": 1, "kind": "<kind>", "body": {...}}``. :func:`decode` raises
+Every message is ``{"schema": <version>, "kind": "<kind>", "body": {...}}``. :func:`decode` raises
 :class:`~dl2_mesos.errors.MessageSchemaError` for anything malformed, of an unknown kind or of
 an unknown schema version; receivers log and drop such messages.
+
+Versions: 1 is the original set of fields; 2 adds ``previous_stop`` to :class:`LaunchSpec` and
+:class:`RescaleRequest`. :func:`encode` writes the lowest version that can carry the message (a
+message whose version-2 fields hold their defaults is still a version-1 message, readable by an
+older executor); :func:`decode` reads both, and a version-1 message carrying a version-2 field
+is malformed.
 """
 
 from __future__ import annotations
@@ -26,8 +32,17 @@ from typing import Any, ClassVar
 
 from dl2_mesos.errors import MessageSchemaError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # the newest version this side speaks
+SCHEMA_VERSIONS = (1, 2)  # every version it reads
 MAX_MESSAGE_BYTES = 1 << 20
+
+#: How the job's previous generation ended, as the framework tells a new generation's tasks:
+#: ``graceful``: it is being stopped on request (a rescale): its worker 0 writes a ``final``
+#: checkpoint, so wait for it (up to the executor's ``DL2_RESTORE_WAIT_S``) before restoring;
+#: ``crashed``: a task of it failed or was lost: no final checkpoint will come, restore the newest
+#: committed one at once; ``none``: no earlier generation runs any more (first launch, or its
+#: tasks all ended): restore the newest committed one (if any) at once.
+PREVIOUS_STOPS = ("graceful", "crashed", "none")
 
 
 @dataclass(frozen=True)
@@ -76,6 +91,12 @@ class LaunchSpec(_Message):
     restart_count: int = 0
     progress_interval_s: float = 5.0
     env: tuple[tuple[str, str], ...] = ()  # extra environment for the training process
+    previous_stop: str = "graceful"  # schema 2; see PREVIOUS_STOPS (absent in schema 1: graceful)
+
+    @property
+    def waits_for_final(self) -> bool:
+        """Whether a worker of a later generation waits for the previous one's final checkpoint."""
+        return self.cluster.generation > 0 and self.previous_stop == "graceful"
 
 
 @dataclass(frozen=True)
@@ -90,6 +111,7 @@ class RescaleRequest(_Message):
     job_id: str
     cluster: ClusterSpec
     assignments: tuple[tuple[str, str, int], ...]  # (task_id, role, rank)
+    previous_stop: str = "graceful"  # schema 2; "crashed": a member of the current generation is gone
 
 
 @dataclass(frozen=True)
@@ -161,10 +183,25 @@ def _to_jsonable(obj: Any) -> Any:
     return obj
 
 
+#: (kind, field) -> the schema version that introduced the field.
+_FIELD_SINCE: dict[tuple[str, str], int] = {("launch", "previous_stop"): 2, ("rescale", "previous_stop"): 2}
+
+
+def schema_version_of(msg: _Message) -> int:
+    """The lowest schema version that carries ``msg``: fields still at their default are left out."""
+    version = 1
+    for f in fields(msg):
+        since = _FIELD_SINCE.get((msg.KIND, f.name), 1)
+        if since > version and getattr(msg, f.name) != f.default:
+            version = since
+    return version
+
+
 def encode(msg: _Message) -> bytes:
-    """Serialise a message to UTF-8 JSON bytes."""
-    body = _to_jsonable(asdict(msg))
-    return json.dumps({"schema": SCHEMA_VERSION, "kind": msg.KIND, "body": body}, allow_nan=False).encode()
+    """Serialise a message to UTF-8 JSON bytes (in the lowest schema version that carries it)."""
+    version = schema_version_of(msg)
+    body = {k: v for k, v in _to_jsonable(asdict(msg)).items() if _FIELD_SINCE.get((msg.KIND, k), 1) <= version}
+    return json.dumps({"schema": version, "kind": msg.KIND, "body": body}, allow_nan=False).encode()
 
 
 def encode_b64(msg: _Message) -> str:
@@ -224,15 +261,16 @@ def decode(data: bytes | str) -> _Message:
         raise MessageSchemaError(f"not JSON: {exc}") from None
     if not isinstance(env, dict) or set(env) != {"schema", "kind", "body"}:
         raise MessageSchemaError("envelope must be an object with exactly schema, kind, body")
-    if env["schema"] != SCHEMA_VERSION:
-        raise MessageSchemaError(f"unknown schema version {env['schema']!r} (this side speaks {SCHEMA_VERSION})")
+    version = env["schema"]
+    if isinstance(version, bool) or version not in SCHEMA_VERSIONS:
+        raise MessageSchemaError(f"unknown schema version {version!r} (this side reads {list(SCHEMA_VERSIONS)})")
     cls = MESSAGE_TYPES.get(env["kind"]) if isinstance(env["kind"], str) else None
     if cls is None:
         raise MessageSchemaError(f"unknown message kind {env['kind']!r}")
     body = env["body"]
     if not isinstance(body, dict):
         raise MessageSchemaError("body must be an object")
-    names = {f.name for f in fields(cls)}
+    names = {f.name for f in fields(cls) if _FIELD_SINCE.get((cls.KIND, f.name), 1) <= version}
     extra = set(body) - names
     if extra:
         raise MessageSchemaError(f"{cls.KIND}: unknown fields {sorted(extra)}")
@@ -265,7 +303,7 @@ def decode_b64(data: str | bytes) -> _Message:
     return decode(raw)
 
 
-_STR_FIELDS = {"job_id", "task_id", "role", "runtime", "job_type", "checkpoint_uri", "uri", "reason"}
+_STR_FIELDS = {"job_id", "task_id", "role", "runtime", "job_type", "checkpoint_uri", "uri", "reason", "previous_stop"}
 _NUM_FIELDS = {"epochs", "epoch", "samples_per_second", "progress_interval_s", "cpu_percent", "timestamp"}
 _INT_FIELDS = {"rank", "restart_count", "batch", "generation", "rss_bytes"}
 
@@ -286,3 +324,6 @@ def _check_types(msg: _Message) -> None:
             raise MessageSchemaError(f"launch.role: expected ps or worker, got {msg.role!r}")
         if not all(isinstance(a, str) for a in msg.command):
             raise MessageSchemaError("launch.command: expected a list of strings")
+    if isinstance(msg, (LaunchSpec, RescaleRequest)) and msg.previous_stop not in PREVIOUS_STOPS:
+        raise MessageSchemaError(f"{msg.KIND}.previous_stop: expected one of {list(PREVIOUS_STOPS)}, "
+                                 f"got {msg.previous_stop!r}")

@@ -10,7 +10,7 @@ Rescale (checkpoint-restart), for a :class:`~dl2_mesos.messages.RescaleRequest` 
    rank 0 writes a ``final`` checkpoint), wait for them; servers and the MXNet scheduler finish by
    themselves once the workers finalise (SIGTERM after a short wait otherwise);
 2. *upload*: wait for the final checkpoint's upload (here if worker 0 ran here; otherwise wait until
-   it appears in storage: ``wait_checkpoint``);
+   it appears in storage: ``wait_checkpoint``, unless the request says the generation crashed);
 3. *download*: fetch the newest valid checkpoint for the new workers;
 4. *relaunch*: start the processes of this executor's tasks in the new generation;
 5. *first_batch*: until a local worker reports its first batch; then a RescaleReport with every
@@ -62,6 +62,7 @@ class RunnerConfig:
     grace_s: float = 10.0  # SIGTERM -> SIGKILL, unless the task's kill policy says otherwise
     max_restarts: int = 3
     restore_wait_s: float = 60.0  # how long a new generation waits for the previous one's final checkpoint
+    # (only when the framework says the previous generation stops gracefully: LaunchSpec.previous_stop)
     idle_timeout_s: float = 60.0  # peers stopped but no rescale came: restart from the checkpoint
     server_exit_wait_s: float = 5.0
     upload_timeout_s: float = 120.0
@@ -141,7 +142,9 @@ class JobRunner:
             self.cluster = spec.cluster
         self.tasks[spec.task_id] = ts
         try:
-            restore = self._restore_dir(wait_for_previous=gen > 0) if ts.role == "worker" else None
+            # wait for the previous generation's final checkpoint only when the framework says it is
+            # stopping gracefully; after a crash none will come: restore the newest one at once
+            restore = self._restore_dir(wait_for_previous=spec.waits_for_final) if ts.role == "worker" else None
             self._start_task(spec.task_id, restore)
         except (CheckpointError, OSError, ValueError) as exc:
             self._fail_all(f"could not start task {spec.task_id}: {exc}")
@@ -184,6 +187,9 @@ class JobRunner:
             return target
         if wait_for_previous:
             self._wait_for_final(gen - 1, self.config.restore_wait_s)
+        elif gen > 0:
+            logger.info("job %s generation %d: previous generation did not stop gracefully; "
+                        "restoring the newest committed checkpoint without waiting", self.job_id, gen)
         try:
             info = self.store.restore(target)
         except CheckpointNotFound:
@@ -471,9 +477,12 @@ class JobRunner:
             phases.append(("upload", time.monotonic() - t1))
             if not ok:
                 logger.error("job %s: final checkpoint upload still pending; resuming from the newest stored", self.job_id)
-        else:
+        elif req.previous_stop == "graceful":
             self._wait_for_final(cur, self.config.restore_wait_s)
             phases.append(("wait_checkpoint", time.monotonic() - t1))
+        else:  # a member of the generation crashed: its final checkpoint cannot come
+            logger.info("job %s: rescale after a crash (%s); not waiting for a final checkpoint", self.job_id,
+                        req.previous_stop)
         self._retire()
         # adopt the new generation and this executor's assignments
         self.cluster = req.cluster

@@ -24,6 +24,8 @@ TERMINAL_TASK_STATES = frozenset(
 LOST_TASK_STATES = frozenset(
     {"TASK_LOST", "TASK_DROPPED", "TASK_GONE", "TASK_GONE_BY_OPERATOR", "TASK_UNKNOWN", "TASK_UNREACHABLE"}
 )
+#: States meaning "the task crashed": it failed, or vanished with its agent or executor.
+CRASH_TASK_STATES = frozenset({"TASK_FAILED", "TASK_ERROR"}) | LOST_TASK_STATES
 
 
 @dataclass
@@ -43,6 +45,12 @@ class TaskRecord:
     state: str = "LAUNCHING"  # LAUNCHING (accepted, no update yet) or a Mesos TASK_* state
     killing: bool = False
     message: str = ""
+    crash_noted: bool = False  # its crash was taken into account by a later generation
+
+    @property
+    def crashed(self) -> bool:
+        """Ended without being asked to: failed, lost, or killed by someone else than the framework."""
+        return self.state in CRASH_TASK_STATES or (self.state == "TASK_KILLED" and not self.killing)
 
     @property
     def live(self) -> bool:
@@ -59,7 +67,7 @@ class TaskRecord:
             "agent_id": self.agent_id, "hostname": self.hostname, "ports": list(self.ports),
             "resources": self.resources.to_dict(), "executor_id": self.executor_id,
             "generation": self.generation, "state": self.state, "killing": self.killing,
-            "message": self.message,
+            "message": self.message, "crash_noted": self.crash_noted,
         }
 
     @classmethod
@@ -69,7 +77,7 @@ class TaskRecord:
             agent_id=d["agent_id"], hostname=d["hostname"], ports=[int(p) for p in d["ports"]],
             resources=Resources.from_dict(d["resources"]), executor_id=d["executor_id"],
             generation=int(d["generation"]), state=d["state"], killing=bool(d["killing"]),
-            message=d.get("message", ""),
+            message=d.get("message", ""), crash_noted=bool(d.get("crash_noted", False)),
         )
 
 
@@ -100,6 +108,8 @@ class JobRecord:
     last_checkpoint: dict[str, Any] = field(default_factory=dict)
     message: str = ""
     task_seq: int = 0  # for unique task ids
+    # how the generation before the current one ended (messages.PREVIOUS_STOPS), told to its tasks
+    previous_stop: str = "none"
     _cluster_json: tuple[Any, dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     def set_phase(self, phase: JobPhase, now: float, message: str = "") -> None:
@@ -144,7 +154,7 @@ class JobRecord:
             "last_progress": list(self.last_progress) if self.last_progress else None,
             "rescale_waiting": dict(self.rescale_waiting), "checkpoint_uri": self.checkpoint_uri,
             "last_checkpoint": dict(self.last_checkpoint), "message": self.message,
-            "task_seq": self.task_seq,
+            "task_seq": self.task_seq, "previous_stop": self.previous_stop,
         }
 
     def _cluster_dict(self) -> dict[str, Any] | None:
@@ -176,7 +186,7 @@ class JobRecord:
             last_progress=tuple(d["last_progress"]) if d.get("last_progress") else None,  # type: ignore[arg-type]
             rescale_waiting=dict(d.get("rescale_waiting", {})), checkpoint_uri=d.get("checkpoint_uri", ""),
             last_checkpoint=dict(d.get("last_checkpoint", {})), message=d.get("message", ""),
-            task_seq=d.get("task_seq", 0),
+            task_seq=d.get("task_seq", 0), previous_stop=d.get("previous_stop", "none"),
         )
 
     def public(self) -> dict[str, Any]:

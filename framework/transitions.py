@@ -77,6 +77,7 @@ def build_generation(
     """
     # a job's first generation is 0 (the executor restores from generation g-1's final checkpoint)
     gen = job.generation + 1 if job.task_seq > 0 else 0
+    job.previous_stop = previous_stop(job)
     continuing = [t for t in job.live_tasks() if t.task_id not in stop]
     created: list[TaskRecord] = []
     for p, hostname, ports in new:
@@ -113,6 +114,27 @@ def build_generation(
     return out
 
 
+def previous_stop(job: JobRecord) -> str:
+    """How the job's generation being replaced ends (see :data:`dl2_mesos.messages.PREVIOUS_STOPS`),
+    decided when the next generation is built; notes the crashes it saw, so each counts once.
+
+    * ``crashed``: a task crashed (failed, lost, killed behind the framework's back) since the
+      last generation was built: no final checkpoint will come from that generation;
+    * ``graceful``: workers still run (they continue or are being stopped now, in a rescale):
+      worker 0 writes a final checkpoint the new tasks wait for;
+    * ``none``: nothing runs any more (first launch; relaunch after the job was preempted and its
+      tasks ended): the newest committed checkpoint is already the last one.
+    """
+    crashed = [t for t in job.tasks.values() if t.crashed and not t.crash_noted]
+    for t in crashed:
+        t.crash_noted = True
+    if crashed:
+        return "crashed"
+    if job.live_tasks("worker"):
+        return "graceful"
+    return "none"
+
+
 def launch_spec(job: JobRecord, task: TaskRecord, cluster: ClusterSpec, progress_interval: float,
                 env: dict[str, str]) -> LaunchSpec:
     """The LaunchSpec carried in the new task's ``TaskInfo.data``."""
@@ -121,9 +143,10 @@ def launch_spec(job: JobRecord, task: TaskRecord, cluster: ClusterSpec, progress
         runtime=job.spec.runtime, job_type=job.spec.job_type, epochs=float(job.spec.epochs),
         command=tuple(job.spec.command), checkpoint_uri=job.checkpoint_uri, cluster=cluster,
         restart_count=job.restart_count, progress_interval_s=float(progress_interval),
-        env=tuple(sorted(env.items())),
+        env=tuple(sorted(env.items())), previous_stop=job.previous_stop,
     )
 
 
 def rescale_request(job: JobRecord, cluster: ClusterSpec, assignments: list[tuple[str, str, int]]) -> RescaleRequest:
-    return RescaleRequest(job_id=job.job_id, cluster=cluster, assignments=tuple(assignments))
+    return RescaleRequest(job_id=job.job_id, cluster=cluster, assignments=tuple(assignments),
+                          previous_stop="crashed" if job.previous_stop == "crashed" else "graceful")
