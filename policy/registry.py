@@ -18,9 +18,10 @@ _POLICIES: dict[str, str] = {
     "optimus": "dl2_mesos.policy.baselines.optimus:OptimusPolicy",
     "fifo": "dl2_mesos.policy.baselines.fifo:FIFOPolicy",
     "srtf": "dl2_mesos.policy.baselines.srtf:SRTFPolicy",
+    "srtf-gain": "dl2_mesos.policy.baselines.srtf_gain:SRTFGainPolicy",
     "dl2": "dl2_mesos.policy.dl2.dl2_policy:DL2Policy",
 }
-BASELINES = ("drf", "tetris", "optimus", "fifo", "srtf")
+BASELINES = ("drf", "tetris", "optimus", "fifo", "srtf", "srtf-gain")
 
 
 def policy_names() -> tuple[str, ...]:

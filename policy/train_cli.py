@@ -48,11 +48,13 @@ def train() -> None:
 @click.option("--batch-size", type=click.IntRange(min=1), default=256, show_default=True)
 @click.option("--label-running/--no-label-running", default=False, show_default=True,
               help="Also label the teacher's changes to running jobs (teaches restarts).")
+@click.option("--also", "also", multiple=True, metavar="PRESET=SEEDS",
+              help="Also label PRESET on SEEDS (repeatable), e.g. --also small=1-16: train on a mix of loads.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False), default="runs/sl/sl.pt", show_default=True)
 @_model_options
-def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, seed, out, window, hidden, layers, arch,
-             start):
+def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also, seed, out, window, hidden, layers,
+             arch, start):
     """Supervised warm-up: imitate TEACHER's decisions (cross entropy, void labelled)."""
     from tqdm import tqdm
 
@@ -60,6 +62,7 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, seed
     from dl2_mesos.policy.dl2.supervised import SLConfig
     from dl2_mesos.policy.dl2.trainer import run_sl
     from dl2_mesos.policy.registry import policy_names
+    from dl2_mesos.policy.sim.config import preset as get_preset
 
     if teacher not in policy_names() or teacher == "dl2":
         raise click.BadParameter(f"unknown teacher {teacher!r}; known: "
@@ -69,6 +72,16 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, seed
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     seed_list = _seeds(seeds, "--seeds")
+    extra = []
+    for item in also:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip():
+            raise click.BadParameter(f"expected PRESET=SEEDS, got {item!r}", param_hint="--also")
+        try:
+            get_preset(name.strip())
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc), param_hint="--also") from None
+        extra.append((name.strip(), _seeds(text, "--also")))
     bar = tqdm(total=epochs, desc=f"SL ({teacher})", unit="epoch")
 
     def prog(epoch, stats):
@@ -78,7 +91,7 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, seed
     try:
         meta = run_sl(out, mcfg, teacher=teacher, preset=preset, seeds=seed_list,
                       sl_cfg=SLConfig(lr=lr, batch_size=batch_size, epochs=epochs, seed=seed),
-                      label_running=label_running, progress=prog)
+                      label_running=label_running, progress=prog, extra=extra)
     except (Dl2Error, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     finally:
@@ -176,13 +189,14 @@ def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iterat
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write results as JSON.")
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Parallel processes.")
 @click.option("--max-slots", type=click.IntRange(min=1), help="Stop each run after this many slots.")
-def evaluate(policies, seeds, preset, model_path, json_out, workers, max_slots):
+@click.option("--per-seed", is_flag=True, help="Also print each seed's avg JCT next to its lower bound.")
+def evaluate(policies, seeds, preset, model_path, json_out, workers, max_slots, per_seed):
     """Evaluate DL2 and the baselines on held-out seeds; prints a table with JCT ratios."""
     from tqdm import tqdm
 
     from dl2_mesos.policy.dl2.checkpoint import load_checkpoint
     from dl2_mesos.policy.dl2.evaluation import evaluate as run_eval
-    from dl2_mesos.policy.dl2.evaluation import format_table
+    from dl2_mesos.policy.dl2.evaluation import format_per_seed, format_table
     from dl2_mesos.policy.registry import policy_names
     from dl2_mesos.policy.sim.config import preset as get_preset
 
@@ -209,6 +223,8 @@ def evaluate(policies, seeds, preset, model_path, json_out, workers, max_slots):
         bar.close()
     click.echo(f"preset {preset}; seeds {seeds}; model {model_path or 'shipped'}")
     click.echo(format_table(doc))
+    if per_seed:
+        click.echo(format_per_seed(doc))
     if json_out:
         Path(json_out).write_text(json.dumps(doc, indent=1))
         click.echo(f"wrote {json_out}")

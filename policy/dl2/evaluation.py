@@ -3,7 +3,8 @@
 Every policy runs once per seed on the same generated traces; the result has the same JSON
 shape as ``dl2 simulate --json`` (``{"policies": {name: {"avg_jct", "makespan", ..., "runs":
 [...]}}, "config": {...}}``, times in seconds), plus ``ratios``: each policy's mean average JCT
-divided by DRF's and by Optimus's (when those ran).
+divided by DRF's and by Optimus's (when those ran), and by ``bound``: the no-queueing lower
+bound on average JCT per seed (:mod:`dl2_mesos.policy.sim.bounds`; no policy can go below it).
 """
 
 from __future__ import annotations
@@ -78,6 +79,12 @@ def evaluate(
             runs[name][seed] = d
             if progress:
                 progress(name, seed)
+    from dl2_mesos.policy.sim.bounds import avg_jct_lower_bound
+    from dl2_mesos.policy.sim.trace import generate_trace
+
+    per_seed = {int(s): avg_jct_lower_bound(sc, generate_trace(tc, int(s))) for s in seeds}
+    b_mean, b_half = _mean_ci(list(per_seed.values()))
+    bound = {"avg_jct": b_mean, "avg_jct_ci95": b_half, "per_seed": {str(s): v for s, v in per_seed.items()}}
     results: dict[str, dict[str, Any]] = {}
     for p in policies:
         ordered = [runs[p][int(s)] for s in seeds]
@@ -93,9 +100,12 @@ def evaluate(
         for base in ("drf", "optimus"):
             if base in results and results[base]["avg_jct"] > 0:
                 ratios[p][f"vs_{base}"] = results[p]["avg_jct"] / results[base]["avg_jct"]
+        if b_mean > 0:
+            ratios[p]["vs_bound"] = results[p]["avg_jct"] / b_mean
     return {
         "policies": results,
         "ratios": ratios,
+        "bound": bound,
         "config": {
             "preset": preset_name,
             "trace_file": None,
@@ -112,13 +122,37 @@ def format_table(doc: dict[str, Any]) -> str:
     """A plain-text table of the evaluation (JCT in slots and seconds, ratios to DRF/Optimus)."""
     slot_s = float(doc["config"]["sim"]["slot_seconds"])
     lines = [f"{'policy':<9} {'avg JCT (s)':>16} {'avg JCT (slots)':>16} {'makespan (slots)':>17} "
-             f"{'rescales':>9} {'gpu util':>9} {'vs DRF':>7} {'vs Optimus':>10}"]
+             f"{'rescales':>9} {'gpu util':>9} {'vs DRF':>7} {'vs Optimus':>10} {'vs bound':>9}"]
     for name, r in doc["policies"].items():
         ci = r.get("avg_jct_ci95")
         jct = f"{r['avg_jct']:.0f}" + (f" ±{ci:.0f}" if ci is not None else "")
         rat = doc.get("ratios", {}).get(name, {})
         vd = f"{rat['vs_drf']:.3f}" if "vs_drf" in rat else "-"
         vo = f"{rat['vs_optimus']:.3f}" if "vs_optimus" in rat else "-"
+        vb = f"{rat['vs_bound']:.3f}" if "vs_bound" in rat else "-"
         lines.append(f"{name:<9} {jct:>16} {r['avg_jct'] / slot_s:>16.2f} {r['makespan'] / slot_s:>17.2f} "
-                     f"{r['rescales']:>9.1f} {r['gpu_util']:>9.3f} {vd:>7} {vo:>10}")
+                     f"{r['rescales']:>9.1f} {r['gpu_util']:>9.3f} {vd:>7} {vo:>10} {vb:>9}")
+    b = doc.get("bound")
+    if b:
+        ci = b.get("avg_jct_ci95")
+        jct = f"{b['avg_jct']:.0f}" + (f" ±{ci:.0f}" if ci is not None else "")
+        lines.append(f"{'bound':<9} {jct:>16} {b['avg_jct'] / slot_s:>16.2f}   (no-queueing lower bound: "
+                     f"every job alone at its fastest size from arrival)")
+    return "\n".join(lines)
+
+
+def format_per_seed(doc: dict[str, Any]) -> str:
+    """Average JCT (s) per seed: the lower bound, then every policy, and each over the bound."""
+    seeds = doc["config"]["seeds"]
+    names = list(doc["policies"])
+    per_bound = doc.get("bound", {}).get("per_seed", {})
+    head = f"{'seed':>5} {'bound':>8}" + "".join(f" {n:>10} {'/bound':>6}" for n in names)
+    lines = [head]
+    for k, s in enumerate(seeds):
+        b = per_bound.get(str(s))
+        row = f"{s:>5} {b:>8.0f}" if b is not None else f"{s:>5} {'-':>8}"
+        for n in names:
+            v = float(doc["policies"][n]["runs"][k]["avg_jct"])
+            row += f" {v:>10.0f} {v / b:>6.3f}" if b else f" {v:>10.0f} {'-':>6}"
+        lines.append(row)
     return "\n".join(lines)

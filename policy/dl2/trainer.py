@@ -202,21 +202,29 @@ def run_sl(
     label_running: bool = False,
     max_slots: int | None = None,
     progress: Callable[[int, dict[str, float]], None] | None = None,
+    extra: Sequence[tuple[str, Sequence[int]]] = (),
 ) -> dict[str, Any]:
-    """Generate teacher labels on ``seeds`` and train a fresh model on them; saves to ``out_path``."""
+    """Generate teacher labels on ``seeds`` and train a fresh model on them; saves to ``out_path``.
+
+    ``extra`` adds (preset, seeds) pairs labelled the same way, to train on a mix of cluster
+    loads (e.g. ``[("small", range(1, 17))]`` next to the ``reference`` seeds).
+    """
     from dl2_mesos.policy.registry import make_policy
 
     sl_cfg = sl_cfg or SLConfig()
     torch.manual_seed(sl_cfg.seed)
     t0 = time.time()
     episodes: list[list[SlotData]] = []
-    for s in seeds:
-        sim = make_sim(preset, int(s), max_slots)
-        episodes.append(collect_teacher_episode(sim, model_cfg, make_policy(teacher), label_running))
+    sources = [(preset, seeds), *extra]
+    for name, seed_list in sources:
+        for s in seed_list:
+            sim = make_sim(name, int(s), max_slots)
+            episodes.append(collect_teacher_episode(sim, model_cfg, make_policy(teacher), label_running))
     t_data = time.time() - t0
     net = ActorCritic(model_cfg)
     hist = train_supervised(net, episodes, sl_cfg, progress)
     meta = {"phase": "sl", "teacher": teacher, "preset": preset, "seeds": [int(s) for s in seeds],
+            "extra": [[n, [int(s) for s in sl]] for n, sl in extra],
             "sl_config": asdict(sl_cfg), "final": hist[-1], "data_s": t_data, "wall_s": time.time() - t0}
     save_checkpoint(out_path, net, meta=meta)
     return meta
