@@ -99,9 +99,26 @@ class PlacementBoard:
         return heap[0]
 
     def _set_used(self, i: int, used: tuple[float, float, float]) -> None:
-        self._leave(i)
+        # _leave(i), then _enter(i) with the new use, inlined: this runs once per placement
+        key = self._key[i]
+        count = self._count
+        n = count[key] - 1
+        if n == 0:
+            del count[key]
+            del self._members[key]
+            del self._order[bisect.bisect_left(self._order, key)]
+        else:
+            count[key] = n
+            # the heap entry goes stale; it is dropped when it reaches the top
         self._used[i] = used
-        self._enter(i)
+        key = self._key[i] = self._state_key(i)
+        n = count.get(key, 0)
+        count[key] = n + 1
+        if n == 0:
+            bisect.insort(self._order, key)
+            self._members[key] = [i]
+        else:
+            heapq.heappush(self._members[key], i)
 
     # -- queries ---------------------------------------------------------------------------
     def load(self, agent_id: str) -> float:
@@ -157,12 +174,17 @@ class PlacementBoard:
 
     def place(self, demand: Resources) -> str | None:
         """Place one task on the least-loaded agent that fits; None (and no change) if none fits."""
+        i = self.place_index(demand)
+        return None if i is None else self._ids[i]
+
+    def place_index(self, demand: Resources) -> int | None:
+        """:meth:`place`, returning the agent's position in the agent order given at construction."""
         i = self._find(demand)
         if i is None:
             return None
         uc, ug, um = self._used[i]
         self._set_used(i, (uc + demand.cpus, ug + demand.gpus, um + demand.mem))
-        return self._ids[i]
+        return i
 
     def place_bundle(self, ps: Resources, worker: Resources) -> str | None:
         """Place a PS and a worker together on one agent (the reference's bundle)."""

@@ -1,24 +1,39 @@
 """Fast greedy decision of one slot (``arch="shared"``): the loop behind ``DL2Policy.decide``.
 
-It makes exactly the decisions of :func:`~dl2_mesos.policy.dl2.agent.run_slot` with a greedy
-chooser -- the same floating-point operations on the same values, so the same argmax -- but
-each inference costs a few dozen small numpy operations instead of a full forward pass:
+It makes the decisions of :func:`~dl2_mesos.policy.dl2.agent.run_slot` with a greedy chooser
+(a full forward pass per inference), but each inference costs a couple of dozen small numpy
+operations, because everything the network computes is linear in a job's hidden vector except
+the per-job encoder itself:
 
-* A job's hidden vector depends only on its own features, so it is computed once per slot and
-  again only for the job an action changed; the window summary is a running sum. Each job's
-  three logits are its (cached) hidden part plus a context part shared by all jobs.
+* Each job's logits are ``h_j @ A + pooled @ B + g @ C + b`` and the void head's first layer is
+  ``pooled @ D + g @ E + c``, where ``pooled`` is the mean of the window's hidden vectors. So
+  each job keeps one *projection* ``u_j = h_j @ [A | B | D]`` (3 + 3 + H numbers), the window
+  keeps the sum of the ``[B | D]`` parts, and an inference is that sum / k plus the global part:
+  one small matrix-vector product (the G globals), the void head's ReLU and last layer, and an
+  argmax. An action changes one job's counts, so one job is re-encoded per inference.
+* The encoder's closing LayerNorm is folded into the projection:
+  ``LN(x) @ M = ((x - mean) @ (w * M)) / std + b @ M``, so a job costs its hidden layers, one
+  ``H x (H + 6)`` product and two reductions; the hidden vector itself is never formed.
+* Sums and the heads run in float64 (the matrix products in float32, like the network), so the
+  running window sum does not drift over hundreds of updates.
 * The action mask of a window is kept up to date in place: an action changes only its own
   job's caps, and the fit of each distinct demand is a per-demand agent counter kept by
   :class:`~dl2_mesos.policy.dl2.slot.SlotContext`; the whole mask is rebuilt only when some
   demand stops fitting anywhere.
-* The layers run as straight-line numpy code (:func:`run_ops`) with in-place updates; the
-  LayerNorm mean is numpy's own ``mean`` arithmetic without its Python wrapper.
+
+The result equals the full forward pass up to float rounding (relative differences ~1e-6), so
+the argmax is the same except where two logits tie to within that rounding; exact ties (jobs
+with identical feature rows) stay exact, because every job is projected by the same one-row
+code path. ``tests/dl2/test_greedy_equivalence.py`` checks the decisions against full forward
+passes (numpy and torch) on many random states and networks.
 
 Full input vectors and masks are kept in the steps only when ``record`` is set (online
-learning).
+learning, training rollouts).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -37,112 +52,98 @@ from dl2_mesos.policy.dl2.slot import PS, WORKER, SlotContext
 
 _NO_FEATURES = np.zeros(0, dtype=np.float32)
 _NO_MASK = np.zeros(0, dtype=bool)
-_NEG_INF = np.float32(-np.inf)
-
-
-def _mean_last(x: np.ndarray) -> np.ndarray:
-    """``x.mean(axis=-1, keepdims=True)``, bit for bit, without numpy's Python wrapper.
-
-    numpy divides the float32 sum by the count in float64 and rounds to float32; dividing in
-    float32 directly gives the same value (a double-rounded quotient is exact when the wide
-    type has at least 2p + 2 bits: 53 >= 2 * 24 + 2).
-    """
-    s = np.add.reduce(x, axis=-1, keepdims=True)
-    s /= x.shape[-1]
-    return s
-
-
-def run_ops(ops: list[tuple], x: np.ndarray) -> np.ndarray:
-    """``NumpyActor._run`` with the same arithmetic and less Python per layer.
-
-    The op lists start with a linear layer, so ``x`` itself is never modified.
-    """
-    for op in ops:
-        kind = op[0]
-        if kind == "linear":
-            x = x @ op[1]
-            x += op[2]
-        elif kind == "relu":
-            x = np.maximum(x, 0.0, out=x)
-        else:  # LayerNorm: (x - mean) / sqrt(var + eps) * weight + bias, in that order
-            d = x - _mean_last(x)
-            var = _mean_last(np.multiply(d, d))  # (x - mu) ** 2 is computed as a square
-            var += op[3]
-            d /= np.sqrt(var, out=var)
-            d *= op[1]
-            d += op[2]
-            x = d
-    return x
+_NEG_INF = -np.inf
+_G = NUM_GLOBAL_FEATURES
 
 
 class GreedyKernel:
-    """The pieces of a shared-arch :class:`NumpyActor` the greedy loop needs, pre-sliced."""
+    """A shared-arch :class:`NumpyActor` rearranged for the incremental greedy loop.
+
+    Raises ValueError for layer stacks other than the ones :mod:`network` builds
+    (``layers`` x (Linear, ReLU), LayerNorm; job head Linear; void head Linear, ReLU, Linear).
+    """
 
     def __init__(self, fast: NumpyActor) -> None:
-        self.enc = fast.enc
-        _, W, b = fast.job_head[0]
-        hidden = (W.shape[0] - NUM_GLOBAL_FEATURES) // 2  # job_head reads [h, pooled, g]
-        self.W_job = W[:hidden]
-        self.W_ctx = W[hidden:]
-        self.b_ctx = b
-        self.void = fast.void_head
-        vk = [op[0] for op in self.void]
-        self._void2 = ([(op[1], op[2]) for op in self.void if op[0] == "linear"]
-                       if vk == ["linear", "relu", "linear"] else None)
+        enc_kinds = [op[0] for op in fast.enc]
+        n_lin = len(enc_kinds) // 2
+        if n_lin < 1 or enc_kinds != ["linear", "relu"] * n_lin + ["ln"]:
+            raise ValueError(f"unsupported encoder layers {enc_kinds}")
+        if [op[0] for op in fast.void_head] != ["linear", "relu", "linear"] or len(fast.job_head) != 1:
+            raise ValueError("unsupported head layers")
+        f32, f64 = np.float32, np.float64
+        # hidden layers with the bias as the weight row of a trailing constant 1 input
+        self.layers = [np.vstack([op[1], op[2][None, :]]).astype(f32) for op in fast.enc if op[0] == "linear"]
+        _, ln_w, ln_b, eps = fast.enc[-1]
+        self.eps = float(eps)
+        hidden = self.hidden = int(ln_w.shape[0])
+        _, Wj, bj = fast.job_head[0]  # (2H + G) x 3, reads [h, pooled, g]
+        (_, V1, c1), _, (_, V2, c2) = fast.void_head  # (H + G) x H, then H x 1; reads [pooled, g]
+        # projection of a hidden vector: [own job part (3) | context part (3) | void layer 1 (H)]
+        M = np.concatenate([Wj[:hidden], Wj[hidden : 2 * hidden], V1[:hidden]], axis=1).astype(f64)
+        #: the LayerNorm weight folded into the projection
+        self.Mw = (ln_w.astype(f64)[:, None] * M).astype(f32)
+        # The LayerNorm bias through the projection is the same for every job, so it goes into
+        # the biases: its own-job part is added to every job's logits like the context part,
+        # and the mean of the pooled parts over the window is the pooled part itself.
+        bM = ln_b.astype(f64) @ M
+        # global part of [0 (3) | context (3) | void layer 1 (H)], biases as the row of a trailing 1
+        Wg = np.zeros((_G + 1, 6 + hidden), dtype=f64)
+        Wg[:_G, 3:6] = Wj[2 * hidden :]
+        Wg[:_G, 6:] = V1[hidden:]
+        Wg[_G, 3:6] = bj + bM[3:6] + bM[:3]
+        Wg[_G, 6:] = c1 + bM[6:]
+        self.Wg = Wg
+        self.w2 = V2[:, 0].astype(f64)
+        self.b2 = float(c2[0])
 
-        # the per-job encoder as (W, b) pairs each followed by ReLU, then one LayerNorm
-        kinds = [op[0] for op in self.enc]
-        self._one = kinds == ["linear", "relu"] * (len(kinds) // 2) + ["ln"]
-        self._lin = [(op[1], op[2]) for op in self.enc if op[0] == "linear"]
-        self._ln = self.enc[-1]
+    def projector(self, k: int):
+        """A function ``row -> u`` for a window of ``k`` jobs: ``u[:3]`` is the job's own part
+        of its logits, ``u[3:]`` its share (1/k) of the window's pooled parts (float32).
 
-    def encode(self, rows: np.ndarray) -> np.ndarray:
-        """Hidden vectors of job feature rows (k x F -> k x H)."""
-        return run_ops(self.enc, rows)
-
-    def encode_one(self, row: np.ndarray) -> np.ndarray:
-        """Hidden vector of one job row (F,) -> (H,), bit for bit ``encode(row[None])[0]``.
-
-        One row as a 1-D vector takes the same BLAS path (gemv) and the same pairwise sums as
-        a 1 x F matrix, with scalar means instead of keepdims reductions (tested).
+        ``row`` is a job feature row with a trailing 1 (F + 1). Every job goes through this
+        one-row path, so equal rows give equal projections (exact ties stay exact).
         """
-        if not self._one:
-            return run_ops(self.enc, row[None, :])[0]
-        x = row
-        for W, b in self._lin:
-            x = x @ W
-            x += b
-            np.maximum(x, 0.0, out=x)
-        _, weight, bias, eps = self._ln
-        n = x.shape[0]
-        d = x - np.add.reduce(x) / n
-        var = np.add.reduce(np.multiply(d, d)) / n
-        d /= np.sqrt(var + eps)
-        d *= weight
-        d += bias
-        return d
+        first, rest = self.layers[0], self.layers[1:]
+        hidden = self.hidden
+        bufs = []
+        for W in rest:
+            buf = np.ones(hidden + 1, dtype=np.float32)
+            bufs.append((W, buf, buf[:hidden]))
+        zero = np.zeros(hidden, dtype=np.float32)
+        ones = np.ones(hidden, dtype=np.float32)
+        scale = np.full(self.Mw.shape[1], 1.0 / k)
+        scale[:3] = 1.0
+        Mw = (self.Mw * scale).astype(np.float32)
+        eps = self.eps
+        sqrt = math.sqrt
 
-    def job_part(self, h: np.ndarray) -> np.ndarray:
-        """The hidden-vector part of the job logits (k x H -> k x 3)."""
-        return h @ self.W_job
+        def project(row: np.ndarray) -> np.ndarray:
+            x = row.dot(first)
+            for W, buf, h in bufs:
+                np.maximum(x, zero, out=h)
+                x = buf.dot(W)
+            np.maximum(x, zero, out=x)
+            # LayerNorm folded into the projection: (x - mean) @ (w * M) / std
+            d = x - x.dot(ones) / hidden
+            u = d.dot(Mw)
+            u *= 1.0 / sqrt(float(d.dot(d)) / hidden + eps)
+            return u
 
-    def heads(self, z: np.ndarray) -> tuple[np.ndarray, np.float32]:
-        """(context part of every job's 3 logits, void logit) of z = [pooled summary, globals]."""
-        c = z @ self.W_ctx
-        c += self.b_ctx
-        if self._void2 is None:
-            return c, run_ops(self.void, z)[0]
-        (W1, b1), (W2, b2) = self._void2
-        a = z @ W1
-        a += b1
-        np.maximum(a, 0.0, out=a)
-        v = a @ W2
-        v += b2
-        return c, v[0]
+        return project
+
+    def logits_of(self, rows: np.ndarray, g: np.ndarray) -> np.ndarray:
+        """Action logits (3k + 1,) of a window's k job rows (k x F) and G global values, through
+        the projections: the network's output rearranged (for tests)."""
+        k = rows.shape[0]
+        project = self.projector(k)
+        u = np.stack([project(np.append(r, np.float32(1.0))) for r in rows.astype(np.float32)]).astype(np.float64)
+        pre = u.sum(axis=0) + np.append(g.astype(np.float64), 1.0) @ self.Wg
+        void = np.maximum(pre[6:], 0.0) @ self.w2 + self.b2
+        return np.append((u[:, :3] + pre[3:6]).ravel(), void)
 
 
 def kernel_of(fast: NumpyActor) -> GreedyKernel:
-    """The (cached) greedy kernel of a numpy actor."""
+    """The (cached) greedy kernel of a numpy actor (rebuilt with the actor after a reload)."""
     kernel = getattr(fast, "_greedy_kernel", None)
     if kernel is None:
         kernel = fast._greedy_kernel = GreedyKernel(fast)
@@ -161,37 +162,55 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
     n = ctx.n
     if n == 0:
         return ctx.allocation(), steps
-    H = kernel.encode(ctx.job_rows(np.arange(n)))  # n x hidden
-    HA = kernel.job_part(H)  # n x 3
-    hidden = H.shape[1]
+    Wg, w2, b2 = kernel.Wg, kernel.w2, kernel.b2
+    hidden = kernel.hidden
     ps, w, ps0, w0 = ctx.ps, ctx.w, ctx.ps0, ctx.w0
     max_ps, max_w = ctx.max_ps.tolist(), ctx.max_w.tolist()
     psl, wl, capl, hasl = ctx._psl, ctx._wl, ctx._capl, ctx._hasl
-    static = ctx.static
+    # feature rows with a trailing 1 (the first layer's bias)
+    static = np.ones((n, ctx.static.shape[1] + 1), dtype=np.float32)
+    static[:, :-1] = ctx.static
     fitcount = ctx._fitcount
     kinds = ctx._kindl
     job_ids = ctx.job_ids
     place = ctx._place
-    # input of the heads: [pooled summary, global values], rewritten in place every step
-    z = np.zeros(hidden + NUM_GLOBAL_FEATURES, dtype=np.float32)
-    pooled, gz = z[:hidden], z[hidden:]
+    free = ctx._free
+    share_scale = float(n)
+    active = [r for r in range(3) if hasl[r]]  # resources the cluster has
+    cap0, cap1 = (capl[0] if hasl[0] else 0.0), (capl[1] if hasl[1] else 0.0)
+    # global values with a trailing 1 (the biases' row of Wg); only 0, 1 and 3 change in a window
+    g = np.zeros(_G + 1, dtype=np.float64)
+    g32 = np.zeros(_G, dtype=np.float32)
+    pre = np.empty(6 + hidden, dtype=np.float64)  # [unused | context part | void layer 1]
+    ctx_part, void_pre = pre[3:6], pre[6:]
+    act = np.empty(hidden, dtype=np.float64)
+    zero = np.zeros(hidden, dtype=np.float64)
     for w_index, window in enumerate(ctx.windows):
         k = len(window)
         cols = window.tolist()
-        hsum = H[window].sum(axis=0)
-        HAw = HA[window]  # k x 3, a copy: the window's job parts from here on
+        project = kernel.projector(k)
+        rows = ctx.job_rows(window)
+        U = np.stack([project(np.append(r, np.float32(1.0))) for r in rows])  # k x (6 + H)
+        Urows = list(U)  # row views
+        S = U.sum(axis=0, dtype=np.float64)  # (its first 3 entries are not used)
         full = ctx.mask(window)
         jm = full[: 3 * k].reshape(k, 3)  # view: the job part of the mask
-        HAm = np.where(jm, HAw, _NEG_INF)  # masked job parts: + context = masked logits
+        JP = U[:, :3]  # view: own job parts (kept current through Urows)
+        JPm = np.where(jm, JP, _NEG_INF)  # masked job parts: + context part = masked logits
+        all_valid = jm.all(axis=1).tolist()
         version = ctx.fit_version
         any_valid = bool(jm.any())
-        ctx.write_global_features(gz, w_index)
+        ctx.write_global_features(g32, w_index)  # float32 values, as the network input has them
+        g[:_G] = g32
+        g[_G] = 1.0
         while budget > 0:
             if not any_valid:
                 break  # nothing can be added in this window: no decision to learn from
-            np.true_divide(hsum, k, out=pooled)
-            c, v = kernel.heads(z)
-            vals = HAm + c
+            np.dot(g, Wg, out=pre)
+            pre += S
+            np.maximum(void_pre, zero, out=act)
+            v = act.dot(w2) + b2
+            vals = JPm + ctx_part
             a = int(vals.argmax())
             budget -= 1
             x = ctx.features(window, w_index) if record else _NO_FEATURES
@@ -203,25 +222,31 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
             steps.append(Step(x, full if record else _NO_MASK, a, job_ids[i]))
             if not place(i, kind):  # pragma: no cover - the mask said it fits
                 raise RuntimeError(f"masked-in action {a} could not be placed")
-            ctx.write_global_features(gz, w_index)  # free capacity and waiting jobs changed
+            # free capacity and waiting jobs changed (write_global_features' changing values,
+            # rounded to float32 like the network input)
+            g32[0] = free[0] / cap0 if cap0 else 0.0
+            g32[1] = free[1] / cap1 if cap1 else 0.0
+            g32[3] = float(ctx._waiting) / n
+            g[:_G] = g32
             # the job's new feature row: SlotContext.job_rows for one job, same arithmetic
             p_i, w_i = int(ps[i]), int(w[i])
             pv, wv = psl[i], wl[i]
             share = 0.0
-            for r in range(3):
-                if hasl[r]:
-                    f = (p_i * pv[r] + w_i * wv[r]) / capl[r]
-                    if f > share:
-                        share = f
+            for r in active:
+                f = (p_i * pv[r] + w_i * wv[r]) / capl[r]
+                if f > share:
+                    share = f
             row = static[i].copy()
-            row[F_SHARE] = min(share * n, 4.0)
+            row[F_SHARE] = min(share * share_scale, 4.0)
             row[F_PS] = p_i / COUNT_SCALE
             row[F_WORKERS] = w_i / COUNT_SCALE
             row[F_CHANGED] = (p_i != ps0[i]) or (w_i != w0[i])
-            h_new = kernel.encode_one(row)
-            hsum += h_new - H[i]
-            H[i] = h_new
-            ha = HAw[col] = kernel.job_part(h_new[None, :])[0]  # (windows never share a job)
+            u = project(row)
+            old = Urows[col]
+            S -= old
+            S += u
+            old[:] = u
+            ja = u[:3]  # (windows never share a job)
             # mask: only this job's caps changed, unless some demand stopped fitting anywhere
             if record:  # the recorded step keeps the mask it was decided with
                 full = full.copy()
@@ -229,19 +254,21 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
             if ctx.fit_version != version:
                 version = ctx.fit_version
                 full[:] = ctx.mask(window)
-                np.copyto(HAm, np.where(jm, HAw, _NEG_INF))
+                np.copyto(JPm, np.where(jm, JP, _NEG_INF))
+                all_valid = jm.all(axis=1).tolist()
                 any_valid = bool(jm.any())
-            elif w_i < max_w[i] and p_i < max_ps[i]:
-                HAm[col] = np.where(jm[col], ha, _NEG_INF)  # same valid actions, new logits
+            elif w_i < max_w[i] and p_i < max_ps[i]:  # same valid actions, new logits
+                JPm[col] = ja if all_valid[col] else np.where(jm[col], ja, _NEG_INF)
             else:  # a cap was reached: some of this job's actions become invalid
                 kw, kp, kb = kinds[i]
                 can_w, can_p = w_i < max_w[i], p_i < max_ps[i]
                 mw = jm[col, WORKER] = can_w and fitcount[kw] > 0
                 mp = jm[col, PS] = can_p and fitcount[kp] > 0
                 mb = jm[col, 2] = can_w and can_p and fitcount[kb] > 0
-                hm = HAm[col]
-                hm[WORKER] = ha[WORKER] if mw else _NEG_INF
-                hm[PS] = ha[PS] if mp else _NEG_INF
-                hm[2] = ha[2] if mb else _NEG_INF
+                hm = JPm[col]
+                hm[WORKER] = ja[WORKER] if mw else _NEG_INF
+                hm[PS] = ja[PS] if mp else _NEG_INF
+                hm[2] = ja[2] if mb else _NEG_INF
+                all_valid[col] = mw and mp and mb
                 any_valid = bool(jm.any())
     return ctx.allocation(), steps

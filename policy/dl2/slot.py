@@ -164,18 +164,11 @@ class SlotContext:
             self._fitcount = np.zeros(len(self._demands), dtype=np.int64)
 
     def _place(self, i: int, kind: int) -> bool:
-        if kind == WORKER:
-            d = self.w_res[i]
-            agent = self.board.place(d)
-        elif kind == PS:
-            d = self.ps_res[i]
-            agent = self.board.place(d)
-        else:
-            agent = self.board.place_bundle(self.ps_res[i], self.w_res[i])
-            d = self.b_res[i]
-        if agent is None:
+        # (a bundle is placed as one demand, PS + worker: the board's place_bundle)
+        d = self.w_res[i] if kind == WORKER else self.ps_res[i] if kind == PS else self.b_res[i]
+        a = self.board.place_index(d)  # the board and this context share the state's agent order
+        if a is None:
             return False
-        a = self._agent_index[agent]
         if self._fitcount is None:  # still placing the starter bundles
             self._charge(a, d)
         else:

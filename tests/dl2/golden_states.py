@@ -1,15 +1,10 @@
-"""Fixed cluster states for the greedy-decision regression test (no simulator involved).
+"""Fixed cluster states for the greedy-decision tests (no simulator involved).
 
-``GOLDEN`` (data/greedy_golden.json) holds the shipped model's allocation for each state as
-decided by the greedy loop of commit 5c872e2, before it was optimised; the optimised loop must
-reproduce them exactly. Regenerate (``write_golden(DL2Policy().decide)``) only when the model
-or the decision rules change on purpose.
+The fast greedy loop must take the same steps as full forward passes on each of them, with the
+shipped model (whatever its weights) and with seeded random networks.
 """
 
 from __future__ import annotations
-
-import json
-from pathlib import Path
 
 import numpy as np
 
@@ -20,7 +15,6 @@ from dl2_mesos.jobs import JobSpec
 from dl2_mesos.placement import place
 from dl2_mesos.resources import Resources
 
-GOLDEN = Path(__file__).parent / "data" / "greedy_golden.json"
 NODE = Resources(cpus=8.0, gpus=2.0, mem=48 * 1024.0)
 
 
@@ -65,13 +59,3 @@ CASES = [
 
 def golden_states() -> dict[str, ClusterState]:
     return {name: seeded_state(n, a, seed, frac) for name, n, a, seed, frac in CASES}
-
-
-def as_counts(alloc: Allocation) -> dict[str, list[int]]:
-    return {j: [alloc.get_counts(j).num_ps, alloc.get_counts(j).num_workers] for j in sorted(alloc)}
-
-
-def write_golden(decide) -> None:
-    """Record ``decide(state)`` for every golden state (see the module docstring)."""
-    out = {name: as_counts(decide(state)) for name, state in golden_states().items()}
-    GOLDEN.write_text(json.dumps(out, indent=0, sort_keys=True) + "\n")
