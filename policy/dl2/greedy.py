@@ -166,6 +166,7 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
     hidden = kernel.hidden
     ps, w, ps0, w0 = ctx.ps, ctx.w, ctx.ps0, ctx.w0
     max_ps, max_w = ctx.max_ps.tolist(), ctx.max_w.tolist()
+    ps0l, w0l = ps0.tolist(), w0.tolist()
     psl, wl, capl, hasl = ctx._psl, ctx._wl, ctx._capl, ctx._hasl
     # feature rows with a trailing 1 (the first layer's bias)
     static = np.ones((n, ctx.static.shape[1] + 1), dtype=np.float32)
@@ -196,7 +197,9 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
         full = ctx.mask(window)
         jm = full[: 3 * k].reshape(k, 3)  # view: the job part of the mask
         JP = U[:, :3]  # view: own job parts (kept current through Urows)
-        JPm = np.where(jm, JP, _NEG_INF)  # masked job parts: + context part = masked logits
+        # masked job parts (float64, like the context part they are added to): + context part =
+        # masked logits
+        JPm = np.where(jm, JP, _NEG_INF).astype(np.float64)
         all_valid = jm.all(axis=1).tolist()
         version = ctx.fit_version
         any_valid = bool(jm.any())
@@ -222,12 +225,12 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
             steps.append(Step(x, full if record else _NO_MASK, a, job_ids[i]))
             if not place(i, kind):  # pragma: no cover - the mask said it fits
                 raise RuntimeError(f"masked-in action {a} could not be placed")
-            # free capacity and waiting jobs changed (write_global_features' changing values,
-            # rounded to float32 like the network input)
-            g32[0] = free[0] / cap0 if cap0 else 0.0
-            g32[1] = free[1] / cap1 if cap1 else 0.0
-            g32[3] = float(ctx._waiting) / n
-            g[:_G] = g32
+            # free capacity and waiting jobs changed (write_global_features' changing values; the
+            # network input has them rounded to float32, a difference far below the rounding of
+            # the matrix products)
+            g[0] = free[0] / cap0 if cap0 else 0.0
+            g[1] = free[1] / cap1 if cap1 else 0.0
+            g[3] = ctx._waiting / n
             # the job's new feature row: SlotContext.job_rows for one job, same arithmetic
             p_i, w_i = int(ps[i]), int(w[i])
             pv, wv = psl[i], wl[i]
@@ -240,11 +243,11 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
             row[F_SHARE] = min(share * share_scale, 4.0)
             row[F_PS] = p_i / COUNT_SCALE
             row[F_WORKERS] = w_i / COUNT_SCALE
-            row[F_CHANGED] = (p_i != ps0[i]) or (w_i != w0[i])
+            row[F_CHANGED] = (p_i != ps0l[i]) or (w_i != w0l[i])
             u = project(row)
             old = Urows[col]
-            S -= old
-            S += u
+            np.subtract(u, old, out=old)  # the change (float32) ...
+            S += old  # ... summed in float64
             old[:] = u
             ja = u[:3]  # (windows never share a job)
             # mask: only this job's caps changed, unless some demand stopped fitting anywhere
