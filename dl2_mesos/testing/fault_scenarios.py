@@ -97,26 +97,38 @@ class LeadershipMonitor:
                 self.overlaps.append((round(time.monotonic() - self._t0, 1), tuple(leaders)))
 
 
-def zookeeper_outage(hdfs: HdfsCluster, zk: ZooKeeperServer, workdir: Path, downtime: float = 20.0) -> list[FaultResult]:
-    """ZooKeeper (its own server) stopped for ``downtime`` s mid-run and restarted. With a
-    downtime longer than the session timeout (4 s here) the leader must fence itself (stop its
-    driver, exit 75 for the rig's supervisor) before any standby can be elected: at no time may
-    two replicas report leading, and afterwards exactly one leads."""
+def zookeeper_outage(hdfs: HdfsCluster, zk: ZooKeeperServer, workdir: Path, downtime: float = 20.0,
+                     leader_late_s: float = 12.0) -> list[FaultResult]:
+    """ZooKeeper (its own server) stopped for ``downtime`` s mid-run and restarted; the leader
+    reaches it again only ``leader_late_s`` s after the standby does (each replica talks to
+    ZooKeeper through its own proxy), so its session expires on the server and the standby is
+    elected while the old leader is still cut off: the race of a long outage. With a downtime
+    longer than the session timeout (4 s here) the leader must fence itself (stop its driver, exit
+    75 for the rig's supervisor) before anyone else can be elected: at no time may two replicas
+    report leading, and afterwards exactly one leads."""
     own = ZooKeeperServer(workdir=str(workdir / "zk-outage-data")).start()
     try:
-        opt = RigOptions(agents=2, agent_cpus=3.0, replicas=2)
+        opt = RigOptions(agents=2, agent_cpus=3.0, replicas=2, zk_proxies=True)
         with FaultRig("zk-outage", hdfs, own, workdir / "zk-outage", opt) as rig:
             rig.submit(2, EPOCHS + 12)
             _running_with_progress(rig)
             with LeadershipMonitor(rig) as mon:
+                old = rig.leader()
+                late = rig.zk_proxies[rig.replicas.index(old)] if old is not None else None
                 own.stop()
+                if late is not None:
+                    late.block()
                 time.sleep(downtime)
                 before = rig.progress() or {j: 0.0 for j in rig.job_ids}
                 own.start()
                 t = time.monotonic()
+                if late is not None:
+                    threading.Timer(leader_late_s, late.unblock).start()
                 # progress as known before the outage: the view may be empty while nobody leads
                 rec = rig.wait_recovered(before, t)
                 res = rig.result(f"ZooKeeper down {downtime:.0f}s", rec)
+                if late is not None:
+                    late.unblock()
                 leaders_after = mon.leaders()
             restarts = sum(r.restarts for r in rig.replicas)
             problems = list(res.problems)

@@ -19,8 +19,10 @@ import logging
 import os
 import random
 import re
+import selectors
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -173,6 +175,95 @@ class FrameworkProcess:
             self._watcher.join(5)
 
 
+class TcpProxy:
+    """A TCP forwarder on 127.0.0.1 in front of one server (ZooKeeper here), so a test can cut
+    one client off while others still reach the server: :meth:`block` drops every connection and
+    refuses new ones until :meth:`unblock`. One thread, non-blocking sockets."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target = ("127.0.0.1", target_port)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.setblocking(False)
+        self.port = self._listener.getsockname()[1]
+        self.blocked = False
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self._listener, selectors.EVENT_READ, None)
+        self._peer: dict[socket.socket, socket.socket] = {}
+        self._lock = threading.Lock()
+        self._drop = False
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name=f"tcp-proxy-{self.port}", daemon=True)
+        self._thread.start()
+
+    def block(self) -> None:
+        with self._lock:
+            self.blocked = self._drop = True
+
+    def unblock(self) -> None:
+        with self._lock:
+            self.blocked = False
+
+    def close(self) -> None:
+        self._closed = True
+        self._thread.join(5)
+
+    def _close_pair(self, s: socket.socket) -> None:
+        other = self._peer.pop(s, None)
+        for x in (s, other):
+            if x is None:
+                continue
+            self._peer.pop(x, None)
+            try:
+                self._sel.unregister(x)
+            except (KeyError, ValueError):
+                pass
+            x.close()
+
+    def _run(self) -> None:
+        while not self._closed:
+            with self._lock:
+                drop, self._drop = self._drop, False
+                blocked = self.blocked
+            if drop:
+                for s in list(self._peer):
+                    self._close_pair(s)
+            for key, _ in self._sel.select(0.05):
+                sock = key.fileobj
+                if sock is self._listener:
+                    try:
+                        client, _ = self._listener.accept()
+                    except OSError:
+                        continue
+                    if blocked:
+                        client.close()  # as if the network dropped it
+                        continue
+                    try:
+                        upstream = socket.create_connection(self.target, timeout=2)
+                    except OSError:
+                        client.close()
+                        continue
+                    for x in (client, upstream):
+                        x.setblocking(False)
+                        self._sel.register(x, selectors.EVENT_READ, None)
+                    self._peer[client], self._peer[upstream] = upstream, client
+                    continue
+                if sock not in self._peer:
+                    continue
+                try:
+                    data = sock.recv(65536)
+                    if not data:
+                        raise ConnectionResetError
+                    self._peer[sock].setblocking(True)
+                    self._peer[sock].sendall(data)
+                    self._peer[sock].setblocking(False)
+                except OSError:
+                    self._close_pair(sock)
+        for s in list(self._peer):
+            self._close_pair(s)
+        self._sel.close()
+        self._listener.close()
+
+
 @dataclass
 class RigOptions:
     """How a :class:`FaultRig` is put together (defaults: fast, small, 2 cores friendly)."""
@@ -187,6 +278,7 @@ class RigOptions:
     executor_env: dict[str, str] = field(default_factory=dict)
     framework_env: dict[str, str] = field(default_factory=dict)
     via_proxy: bool = False  # the framework reaches the master through a RecordingProxy
+    zk_proxies: bool = False  # each replica reaches ZooKeeper through its own TcpProxy (rig.zk_proxies)
 
 
 class FaultRig:
@@ -214,6 +306,7 @@ class FaultRig:
         self.replicas: list[FrameworkProcess] = []
         self.job_ids: list[str] = []
         self.proxy: RecordingProxy | None = None
+        self.zk_proxies: list[TcpProxy] = []  # by replica index, with RigOptions.zk_proxies
 
     # -- lifecycle -------------------------------------------------------------------------------
     def __enter__(self) -> FaultRig:
@@ -251,6 +344,8 @@ class FaultRig:
             self.cluster = None
         if self.proxy is not None:
             self.proxy.close()
+        for p in self.zk_proxies:
+            p.close()
 
     def _replica(self, index: int) -> FrameworkProcess:
         port = free_port()
@@ -259,7 +354,12 @@ class FaultRig:
         executor = " ".join(["env", *(f"{k}={shlex.quote(v)}" for k, v in executor_env.items()),
                              shlex.quote(sys.executable), "-m", "dl2_mesos.executor"])
         master = self.proxy.address if self.proxy is not None else self.cluster.master
-        argv = [DL2, "framework", "--master", master, "--zk", self.zk_url,
+        zk_url = self.zk_url
+        if self.opt.zk_proxies and self.zk is not None:
+            zp = TcpProxy(self.zk.port)
+            self.zk_proxies.append(zp)
+            zk_url = zk_url.replace(f"127.0.0.1:{self.zk.port}", f"127.0.0.1:{zp.port}", 1)
+        argv = [DL2, "framework", "--master", master, "--zk", zk_url,
                 "--state-dir", str(self.workdir / "state"), "--policy", self.opt.policy, "--slot", self.opt.slot,
                 "--api", f"127.0.0.1:{port}", "--advertise-url", f"http://127.0.0.1:{port}",
                 "--executor-command", executor, "--checkpoint-root", self.checkpoint_root, "--api-token", TOKEN,
