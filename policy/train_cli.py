@@ -50,11 +50,14 @@ def train() -> None:
               help="Also label the teacher's changes to running jobs (teaches restarts).")
 @click.option("--also", "also", multiple=True, metavar="PRESET=SEEDS",
               help="Also label PRESET on SEEDS (repeatable), e.g. --also small=1-16: train on a mix of loads.")
+@click.option("--dagger", type=click.IntRange(min=0), default=0, show_default=True,
+              help="DAgger rounds: the trained student drives the traces, the teacher labels what it reaches.")
+@click.option("--dagger-epochs", type=click.IntRange(min=1), help="Epochs per DAgger round (default --epochs).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False), default="runs/sl/sl.pt", show_default=True)
 @_model_options
-def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also, seed, out, window, hidden, layers,
-             arch, start):
+def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also, dagger, dagger_epochs, seed, out,
+             window, hidden, layers, arch, start):
     """Supervised warm-up: imitate TEACHER's decisions (cross entropy, void labelled)."""
     from tqdm import tqdm
 
@@ -82,7 +85,7 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
         except ConfigError as exc:
             raise click.BadParameter(str(exc), param_hint="--also") from None
         extra.append((name.strip(), _seeds(text, "--also")))
-    bar = tqdm(total=epochs, desc=f"SL ({teacher})", unit="epoch")
+    bar = tqdm(total=epochs + dagger * (dagger_epochs or epochs), desc=f"SL ({teacher})", unit="epoch")
 
     def prog(epoch, stats):
         bar.update(1)
@@ -91,7 +94,8 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
     try:
         meta = run_sl(out, mcfg, teacher=teacher, preset=preset, seeds=seed_list,
                       sl_cfg=SLConfig(lr=lr, batch_size=batch_size, epochs=epochs, seed=seed),
-                      label_running=label_running, progress=prog, extra=extra)
+                      label_running=label_running, progress=prog, extra=extra, dagger_rounds=dagger,
+                      dagger_epochs=dagger_epochs)
     except (Dl2Error, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     finally:
@@ -105,7 +109,9 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
 @click.option("--out", type=click.Path(file_okay=False), default="runs/rl", show_default=True,
               help="Run directory: log.csv, last.pt, best.pt, curve.png.")
 @click.option("--resume", is_flag=True, help="Continue from OUT/last.pt.")
-@click.option("--preset", default="reference", show_default=True)
+@click.option("--preset", default="reference", show_default=True,
+              help="Preset, or a comma-separated mix (e.g. reference,small): episodes alternate between them and "
+                   "validation scores the mean avg JCT relative to the starting model's.")
 @click.option("--iterations", type=click.IntRange(min=1), default=100, show_default=True)
 @click.option("--workers", type=click.IntRange(min=0), default=2, show_default=True,
               help="Simulation worker processes (0 = in the learner process).")
@@ -146,6 +152,13 @@ def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iterat
     from dl2_mesos.policy.dl2.learner import LearnerConfig
     from dl2_mesos.policy.dl2.trainer import RLConfig, run_rl
 
+    from dl2_mesos.policy.sim.config import preset as get_preset
+
+    for name in preset.split(","):
+        try:
+            get_preset(name.strip())
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc), param_hint="--preset") from None
     tr, va = _seeds(train_seeds, "--train-seeds"), _seeds(val_seeds, "--val-seeds")
     if set(tr) & set(va):
         raise click.BadParameter("training and validation seeds overlap", param_hint="--val-seeds")

@@ -15,7 +15,8 @@ running jobs would teach restarts (each costs the job ``restart_seconds``).
 
 The simulation then advances with the allocation the labels produce (the states the learner
 will itself visit), and every labelled state also gets the slot's discounted return, which
-warms up the critic.
+warms up the critic. DAgger rounds (``run_sl(dagger_rounds=...)``) then let the trained student
+drive the simulation while the teacher keeps labelling, and retrain on all labels so far.
 """
 
 from __future__ import annotations
@@ -73,14 +74,23 @@ def teacher_steps(state: ClusterState, cfg: DL2Config, teacher: Policy, label_ru
     return ctx.allocation(), steps
 
 
-def collect_teacher_episode(sim, cfg: DL2Config, teacher: Policy, label_running: bool = False) -> list[SlotData]:
-    """Run one simulation under the teacher's labels; one SlotData per slot."""
+def collect_teacher_episode(sim, cfg: DL2Config, teacher: Policy, label_running: bool = False,
+                            driver: Policy | None = None) -> list[SlotData]:
+    """Run one simulation under the teacher's labels; one SlotData per slot.
+
+    ``driver`` (DAgger): the simulation advances with the driver's decisions -- typically the
+    student being trained -- while every visited state is still labelled by the teacher, so the
+    student learns what to do in the states its own mistakes lead to. The slot's reward is the
+    driver's.
+    """
     D, A = input_size(cfg.window, cfg.arch), cfg.num_actions
     state = sim.reset()
     slots: list[SlotData] = []
     while not sim.done:
         if state.jobs:
             alloc, steps = teacher_steps(state, cfg, teacher, label_running)
+            if driver is not None:
+                alloc = driver.decide(state)
         else:
             from dl2_mesos.allocation import Allocation
 

@@ -16,7 +16,7 @@ import logging
 import multiprocessing as mp
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -81,13 +81,38 @@ class _Runner:
             self.pool = None
 
 
+def presets_of(preset: str) -> list[str]:
+    """The presets named by ``preset``: one name or a comma-separated mix (``reference,small``)."""
+    names = [p.strip() for p in preset.split(",") if p.strip()]
+    if not names:
+        raise ValueError(f"no preset named in {preset!r}")
+    return names
+
+
 def evaluate_greedy(net: ActorCritic, preset: str, seeds: Sequence[int], runner: _Runner,
                     max_slots: int | None = None) -> float:
-    """Mean average JCT (s) of the greedy policy over ``seeds``."""
+    """Mean average JCT (s) of the greedy policy over ``seeds`` (one preset)."""
+    return evaluate_greedy_by_preset(net, [preset], seeds, runner, max_slots)[preset]
+
+
+def evaluate_greedy_by_preset(net: ActorCritic, presets: Sequence[str], seeds: Sequence[int], runner: _Runner,
+                              max_slots: int | None = None) -> dict[str, float]:
+    """Mean average JCT (s) of the greedy policy over ``seeds``, for each preset."""
     sd = actor_state(net.actor)
-    specs = [EpisodeSpec(net.cfg.to_dict(), sd, preset, s, sample=False, max_slots=max_slots, record=False)
-             for s in seeds]
-    return float(np.mean([r.summary["avg_jct"] for r in runner.map(specs)]))
+    specs = [EpisodeSpec(net.cfg.to_dict(), sd, p, s, sample=False, max_slots=max_slots, record=False)
+             for p in presets for s in seeds]
+    res = runner.map(specs)
+    n = len(seeds)
+    return {p: float(np.mean([r.summary["avg_jct"] for r in res[k * n:(k + 1) * n]])) for k, p in enumerate(presets)}
+
+
+def _val_score(vals: dict[str, float], base: dict[str, float]) -> float:
+    """Model-selection score: the avg JCT itself for one preset; for a mix, the mean over presets
+    of avg JCT relative to the starting model's (1.0 = as good as the start), so that the large
+    preset's seconds do not drown the small one's."""
+    if len(vals) == 1:
+        return next(iter(vals.values()))
+    return float(np.mean([vals[p] / base[p] for p in vals]))
 
 
 def run_rl(
@@ -110,11 +135,14 @@ def run_rl(
     torch.manual_seed(cfg.seed)
     start_it, optim_state, best = 0, None, float("inf")
     meta: dict[str, Any] = {}
+    presets = presets_of(cfg.preset)
+    base: dict[str, float] = {}
     if resume and (out / "last.pt").is_file():
         lm = load_checkpoint(out / "last.pt")
         net, optim_state = lm.net, lm.optim
         start_it = int(lm.meta.get("iteration", 0))
         best = float(lm.meta.get("best_val_jct", float("inf")))
+        base = dict(lm.meta.get("val_base") or {})
         meta = lm.meta
     elif init is not None:
         net = load_checkpoint(init).net
@@ -143,15 +171,17 @@ def run_rl(
             if new_log:
                 w.writeheader()
             if new_log and start_it == 0:
-                val = evaluate_greedy(net, cfg.preset, cfg.eval_seeds, runner, cfg.max_slots)
-                best = val
-                save_checkpoint(out / "best.pt", net, meta={"iteration": 0, "val_avg_jct": val})
+                base = evaluate_greedy_by_preset(net, presets, cfg.eval_seeds, runner, cfg.max_slots)
+                val = best = _val_score(base, base)
+                logger.info("validation at the start: %s", base)
+                save_checkpoint(out / "best.pt", net, meta={"iteration": 0, "val_avg_jct": val, "val_base": base})
                 w.writerow({"iteration": 0, "wall_s": round(time.time() - t0, 1), "val_avg_jct": val})
                 fh.flush()
             for it in range(start_it + 1, cfg.iterations + 1):
                 sd = actor_state(net.actor)
                 seeds = rng.choice(cfg.train_seeds, size=cfg.episodes_per_iteration)
-                specs = [EpisodeSpec(net.cfg.to_dict(), sd, cfg.preset, int(s), sample=True, epsilon=cfg.epsilon,
+                specs = [EpisodeSpec(net.cfg.to_dict(), sd, presets[(it * len(seeds) + k) % len(presets)], int(s),
+                                     sample=True, epsilon=cfg.epsilon,
                                      chooser_seed=int(cfg.seed * 100003 + it * 101 + k), max_slots=cfg.max_slots)
                          for k, s in enumerate(seeds)]
                 results = runner.map(specs)
@@ -167,7 +197,10 @@ def run_rl(
                     **{k: round(v, 5) for k, v in stats.items()},
                 }
                 if it % cfg.eval_every == 0 or it == cfg.iterations:
-                    val = evaluate_greedy(net, cfg.preset, cfg.eval_seeds, runner, cfg.max_slots)
+                    vals = evaluate_greedy_by_preset(net, presets, cfg.eval_seeds, runner, cfg.max_slots)
+                    base = base or vals  # resumed from a run that did not record its start
+                    val = _val_score(vals, base)
+                    logger.info("iteration %d validation: %s", it, vals)
                     row["val_avg_jct"] = val
                     if val < best:
                         best = val
@@ -180,7 +213,7 @@ def run_rl(
                         if isinstance(v, (int, float)) and k != "iteration":
                             tb.add_scalar(k, v, it)
                 meta_last = {"iteration": it, "best_val_jct": best, "wall_s": row["wall_s"],
-                             "rl_config": cfg.to_dict()}
+                             "rl_config": cfg.to_dict(), "val_base": base}
                 save_checkpoint(out / "last.pt", net, meta=meta_last, optim=learner.optim_state())
                 if progress is not None:
                     progress(it, row)
@@ -203,11 +236,16 @@ def run_sl(
     max_slots: int | None = None,
     progress: Callable[[int, dict[str, float]], None] | None = None,
     extra: Sequence[tuple[str, Sequence[int]]] = (),
+    dagger_rounds: int = 0,
+    dagger_epochs: int | None = None,
 ) -> dict[str, Any]:
     """Generate teacher labels on ``seeds`` and train a fresh model on them; saves to ``out_path``.
 
     ``extra`` adds (preset, seeds) pairs labelled the same way, to train on a mix of cluster
     loads (e.g. ``[("small", range(1, 17))]`` next to the ``reference`` seeds).
+    ``dagger_rounds``: after the first training, that many DAgger rounds: the student drives
+    the same traces, the teacher labels the states it reaches, and training continues on all
+    labels collected so far (``dagger_epochs`` epochs per round, default ``sl_cfg.epochs``).
     """
     from dl2_mesos.policy.registry import make_policy
 
@@ -223,7 +261,28 @@ def run_sl(
     t_data = time.time() - t0
     net = ActorCritic(model_cfg)
     hist = train_supervised(net, episodes, sl_cfg, progress)
+    first_samples = hist[-1]["samples"]
+    rounds = []
+    for r in range(dagger_rounds):
+        from dl2_mesos.policy.dl2.dl2_policy import DL2Policy
+
+        t1 = time.time()
+        student = DL2Policy(net=net)
+        jcts = []
+        for name, seed_list in sources:
+            for s in seed_list:
+                sim = make_sim(name, int(s), max_slots)
+                episodes.append(collect_teacher_episode(sim, model_cfg, make_policy(teacher), label_running,
+                                                        driver=student))
+                jcts.append((name, sim.metrics().avg_jct))
+        t_data += time.time() - t1
+        cfg_r = replace(sl_cfg, epochs=dagger_epochs or sl_cfg.epochs, seed=sl_cfg.seed + r + 1)
+        hist = train_supervised(net, episodes, cfg_r, progress)
+        by_preset = {n: float(np.mean([j for m, j in jcts if m == n])) for n, _ in sources}
+        rounds.append({"round": r + 1, "student_avg_jct": by_preset, "final": hist[-1]})
+        logger.info("DAgger round %d: student avg JCT %s; %s", r + 1, by_preset, hist[-1])
     meta = {"phase": "sl", "teacher": teacher, "preset": preset, "seeds": [int(s) for s in seeds],
+            "dagger": rounds, "samples_before_dagger": first_samples,
             "extra": [[n, [int(s) for s in sl]] for n, sl in extra],
             "sl_config": asdict(sl_cfg), "final": hist[-1], "data_s": t_data, "wall_s": time.time() - t0}
     save_checkpoint(out_path, net, meta=meta)

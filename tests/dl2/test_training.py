@@ -97,3 +97,56 @@ def test_resume_continues_from_last(tmp_path):
     assert load_checkpoint(tmp_path / "r" / "last.pt").meta["iteration"] == 3
     lines = (tmp_path / "r" / "log.csv").read_text().strip().splitlines()
     assert [ln.split(",")[0] for ln in lines[1:]] == ["0", "1", "2", "3"]
+
+
+def test_srtf_gain_labels_grow_running_jobs_and_reproduce_the_teacher():
+    """The add-only teacher's decisions are expressible: labelled with label_running, the
+    actions rebuild its allocation, growth of running jobs included."""
+    teacher = make_policy("srtf-gain")
+    sim = make_sim("small", 4)
+    state = sim.state()
+    grown = same = total = 0
+    while not sim.done and sim.slot < 60:
+        if state.jobs:
+            alloc, steps = teacher_steps(state, DL2Config(window=40), teacher, label_running=True)
+            want = teacher.decide(state)
+            total += 1
+            same += alloc == want
+            for j in state.jobs:
+                c = alloc.get_counts(j.job_id)
+                if j.num_workers and (c.num_ps, c.num_workers) != (j.num_ps, j.num_workers):
+                    grown += 1
+            sim.step(alloc)
+        else:
+            sim.step(Allocation())
+        state = sim.state()
+    assert grown > 0
+    assert same >= 0.9 * total, (same, total)
+
+
+def test_sl_on_a_mix_of_presets(tmp_path):
+    from dl2_mesos.policy.dl2.trainer import run_sl
+
+    meta = run_sl(tmp_path / "m.pt", CFG, teacher="srtf-gain", preset="tiny", seeds=[1], label_running=True,
+                  sl_cfg=SLConfig(epochs=2, batch_size=64), extra=[("small", [1])], max_slots=30,
+                  dagger_rounds=1, dagger_epochs=1)
+    assert meta["extra"] == [["small", [1]]]
+    (rnd,) = meta["dagger"]  # one DAgger round: the student drove both traces, the teacher labelled
+    assert set(rnd["student_avg_jct"]) == {"tiny", "small"}
+    assert rnd["final"]["samples"] > meta["samples_before_dagger"]
+    only_tiny = run_sl(tmp_path / "t.pt", CFG, teacher="srtf-gain", preset="tiny", seeds=[1], label_running=True,
+                       sl_cfg=SLConfig(epochs=1, batch_size=64), max_slots=30)
+    assert meta["final"]["samples"] > only_tiny["final"]["samples"]
+
+
+def test_rl_on_a_mix_of_presets_scores_relative_to_the_start(tmp_path):
+    cfg = RLConfig(preset="tiny,small", iterations=2, workers=0, episodes_per_iteration=2, updates_per_iteration=2,
+                   train_seeds=(1, 2), eval_seeds=(1001,), eval_every=1, max_slots=15, seed=1,
+                   learner=LearnerConfig(batch_size=32))
+    run_rl(tmp_path / "mix", cfg, model_cfg=CFG)
+    best = load_checkpoint(tmp_path / "mix" / "best.pt").meta
+    last = load_checkpoint(tmp_path / "mix" / "last.pt").meta
+    assert set(last["val_base"]) == {"tiny", "small"}
+    rows = (tmp_path / "mix" / "log.csv").read_text().strip().splitlines()
+    assert float(rows[1].split(",")[6]) == 1.0  # iteration 0: the start scores 1.0 by definition
+    assert best["val_avg_jct"] <= 1.0
