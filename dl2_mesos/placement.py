@@ -70,28 +70,6 @@ class PlacementBoard:
             load += ug / cg
         return (load, cc - uc, cg - ug, cm - um, cc, cg, cm)
 
-    def _enter(self, i: int) -> None:
-        key = self._state_key(i)
-        self._key[i] = key
-        n = self._count.get(key, 0)
-        self._count[key] = n + 1
-        if n == 0:
-            bisect.insort(self._order, key)
-            self._members[key] = [i]
-        else:
-            heapq.heappush(self._members[key], i)
-
-    def _leave(self, i: int) -> None:
-        key = self._key[i]
-        n = self._count[key] - 1
-        if n == 0:
-            del self._count[key]
-            del self._members[key]
-            del self._order[bisect.bisect_left(self._order, key)]
-        else:
-            self._count[key] = n
-            # the heap entry goes stale; it is dropped when it reaches the top
-
     def _first_member(self, key: tuple) -> int:
         heap = self._members[key]
         while self._key[heap[0]] != key:
@@ -99,7 +77,8 @@ class PlacementBoard:
         return heap[0]
 
     def _set_used(self, i: int, used: tuple[float, float, float]) -> None:
-        # _leave(i), then _enter(i) with the new use, inlined: this runs once per placement
+        """Move agent ``i`` from its state to the state of ``used`` (runs once per placement)."""
+        # leave the old state
         key = self._key[i]
         count = self._count
         n = count[key] - 1
@@ -110,6 +89,7 @@ class PlacementBoard:
         else:
             count[key] = n
             # the heap entry goes stale; it is dropped when it reaches the top
+        # enter the new one
         self._used[i] = used
         key = self._key[i] = self._state_key(i)
         n = count.get(key, 0)

@@ -7,15 +7,16 @@ the per-job encoder itself:
 
 * Each job's logits are ``h_j @ A + pooled @ B + g @ C + b`` and the void head's first layer is
   ``pooled @ D + g @ E + c``, where ``pooled`` is the mean of the window's hidden vectors. So
-  each job keeps one *projection* ``u_j = h_j @ [A | B | D]`` (3 + 3 + H numbers), the window
-  keeps the sum of the ``[B | D]`` parts, and an inference is that sum / k plus the global part:
-  one small matrix-vector product (the G globals), the void head's ReLU and last layer, and an
-  argmax. An action changes one job's counts, so one job is re-encoded per inference.
+  each job keeps one *projection* ``u_j = [h_j @ A | h_j @ [B | D] / k]`` (3 + 3 + H numbers),
+  the window keeps the sum of the ``[B | D]`` parts, and an inference is that sum plus the
+  global part: one small matrix-vector product (the G globals and the biases), the void head's
+  ReLU and last layer, and an argmax. An action changes one job's counts, so one job is
+  re-projected per inference and the sum is updated by its change.
 * The encoder's closing LayerNorm is folded into the projection:
   ``LN(x) @ M = ((x - mean) @ (w * M)) / std + b @ M``, so a job costs its hidden layers, one
   ``H x (H + 6)`` product and two reductions; the hidden vector itself is never formed.
-* Sums and the heads run in float64 (the matrix products in float32, like the network), so the
-  running window sum does not drift over hundreds of updates.
+* The window sum and the heads run in float64 (the matrix products in float32, like the
+  network), so the running sum does not drift over hundreds of updates.
 * The action mask of a window is kept up to date in place: an action changes only its own
   job's caps, and the fit of each distinct demand is a per-demand agent counter kept by
   :class:`~dl2_mesos.policy.dl2.slot.SlotContext`; the whole mask is rebuilt only when some
@@ -24,8 +25,9 @@ the per-job encoder itself:
 The result equals the full forward pass up to float rounding (relative differences ~1e-6), so
 the argmax is the same except where two logits tie to within that rounding; exact ties (jobs
 with identical feature rows) stay exact, because every job is projected by the same one-row
-code path. ``tests/dl2/test_greedy_equivalence.py`` checks the decisions against full forward
-passes (numpy and torch) on many random states and networks.
+code path. ``tests/dl2/test_greedy_equivalence.py`` checks every step against full forward
+passes (numpy and torch) on random states and seeded random networks; offline sweeps of 550
+such states (30,000 steps) found no differing step.
 
 Full input vectors and masks are kept in the steps only when ``record`` is set (online
 learning, training rollouts).
