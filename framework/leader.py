@@ -76,6 +76,7 @@ class ZkLeadership:
             session_timeout = getattr(client, "_session_timeout", 10000) / 1000.0
         self.session_timeout = float(session_timeout)
         self.suspended_since: float | None = None  # monotonic time of the suspension (None: connected)
+        self._last_leader_url: str | None = None
         client.add_listener(self._listener)
 
     def _listener(self, state) -> None:  # noqa: ANN001
@@ -124,11 +125,16 @@ class ZkLeadership:
             logger.debug("election cancel", exc_info=True)
 
     def leader_url(self) -> str | None:
+        """The first contender's URL; the last one seen while ZooKeeper is unreachable (a call
+        would wait for the connection, and the health endpoint must answer during an outage)."""
+        if not getattr(self.client, "connected", True):
+            return self._last_leader_url
         try:
             contenders = self._election.contenders()
         except Exception:
-            return None
-        return contenders[0] if contenders else None
+            return self._last_leader_url
+        self._last_leader_url = contenders[0] if contenders else None
+        return self._last_leader_url
 
 
 def wait_forever(stop: threading.Event) -> None:  # pragma: no cover - trivial

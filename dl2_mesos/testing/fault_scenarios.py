@@ -18,7 +18,7 @@ from pathlib import Path
 
 import requests
 
-from dl2_mesos.testing.faults import FaultResult, FaultRig, RigOptions, TERMINAL, wait_for
+from dl2_mesos.testing.faults import FaultResult, FaultRig, RigOptions, TERMINAL, get_json, wait_for
 from dl2_mesos.testing.hdfs import HdfsCluster
 from dl2_mesos.testing.zookeeper import ZooKeeperServer
 
@@ -61,40 +61,67 @@ def leader_killed_during_rescale(hdfs: HdfsCluster, zk: ZooKeeperServer, workdir
 
 
 class LeadershipMonitor:
-    """Polls every replica's ``/health`` about ten times a second on its own thread and records
-    each sweep in which more than one replica reports ``role == "leader"`` (two leaders acting at
-    once: both subscribed to the master, both deciding)."""
+    """Asks every replica's ``/health`` about ten times a second (one thread per replica, so a
+    slow answer does not delay the others) and records, per replica, the intervals in which its
+    consecutive answers said ``role == "leader"``. :attr:`overlaps` lists every time two replicas'
+    leading intervals intersect: two leaders acting at once (both subscribed, both deciding)."""
 
     def __init__(self, rig: FaultRig, interval: float = 0.1) -> None:
         self.rig, self.interval = rig, interval
-        self.overlaps: list[tuple[float, tuple[str, ...]]] = []  # (seconds since start, leaders)
-        self.sweeps = 0
+        self.answers = 0
+        self._intervals: dict[str, list[list[float]]] = {r.name: [] for r in rig.replicas}
+        self._open: dict[str, bool] = {r.name: False for r in rig.replicas}
         self._stop = threading.Event()
         self._t0 = time.monotonic()
-        self._thread = threading.Thread(target=self._run, name="leadership-monitor", daemon=True)
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._poll, args=(r,), name=f"monitor-{r.name}", daemon=True)
+                         for r in rig.replicas]
 
     def __enter__(self) -> LeadershipMonitor:
-        self._thread.start()
+        for t in self._threads:
+            t.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join(10)
+        for t in self._threads:
+            t.join(10)
 
     def leaders(self) -> list[str]:
-        out = []
-        for r in self.rig.replicas:
-            h = r.health() if r.alive else None
-            if h and h.get("role") == "leader":
-                out.append(r.name)
-        return out
+        """The replicas that say they lead right now."""
+        return [r.name for r in self.rig.replicas
+                if r.alive and ((r.health() or {}).get("role") == "leader")]
 
-    def _run(self) -> None:
+    def _poll(self, r) -> None:  # noqa: ANN001 - FrameworkProcess
         while not self._stop.wait(self.interval):
-            leaders = self.leaders()
-            self.sweeps += 1
-            if len(leaders) > 1:
-                self.overlaps.append((round(time.monotonic() - self._t0, 1), tuple(leaders)))
+            h = get_json(r.url + "/health", timeout=1.5) if r.alive else None
+            now = time.monotonic() - self._t0
+            with self._lock:
+                if h is None:
+                    continue  # no answer: no evidence either way
+                self.answers += 1
+                if h.get("role") == "leader":
+                    if self._open[r.name]:
+                        self._intervals[r.name][-1][1] = now
+                    else:
+                        self._intervals[r.name].append([now, now])
+                        self._open[r.name] = True
+                else:
+                    self._open[r.name] = False
+
+    @property
+    def overlaps(self) -> list[tuple[float, float, str, str]]:
+        """(from, to, replica, replica): seconds since the monitor started."""
+        out = []
+        with self._lock:
+            names = list(self._intervals)
+            for i, a in enumerate(names):
+                for b in names[i + 1:]:
+                    for s1, e1 in self._intervals[a]:
+                        for s2, e2 in self._intervals[b]:
+                            if max(s1, s2) <= min(e1, e2):
+                                out.append((round(max(s1, s2), 1), round(min(e1, e2), 1), a, b))
+        return sorted(out)
 
 
 def zookeeper_outage(hdfs: HdfsCluster, zk: ZooKeeperServer, workdir: Path, downtime: float = 20.0,
@@ -132,13 +159,15 @@ def zookeeper_outage(hdfs: HdfsCluster, zk: ZooKeeperServer, workdir: Path, down
                 leaders_after = mon.leaders()
             restarts = sum(r.restarts for r in rig.replicas)
             problems = list(res.problems)
-            if mon.overlaps:
-                problems.append(f"two replicas led at once in {len(mon.overlaps)} of {mon.sweeps} health sweeps, "
-                                f"first at {mon.overlaps[0][0]}s: {mon.overlaps[0][1]}")
+            overlaps = mon.overlaps
+            if overlaps:
+                s0, e0, a, b = overlaps[0]
+                problems.append(f"two replicas led at once {len(overlaps)} time(s): first {a} and {b} "
+                                f"from {s0}s to {e0}s ({mon.answers} health answers)")
             if len(leaders_after) != 1:
                 problems.append(f"after the outage {len(leaders_after)} replicas lead: {leaders_after}")
-            detail = (f"replica restarts by supervisor: {restarts}; {mon.sweeps} health sweeps, "
-                      f"{len(mon.overlaps)} with two leaders")
+            detail = (f"replica restarts by supervisor: {restarts}; {mon.answers} health answers, "
+                      f"{len(overlaps)} overlaps of two leaders")
             return [FaultResult(res.fault, res.recovery_s, res.finished, res.submitted, res.checkpoints_ok,
                                 res.checkpoints, detail, tuple(problems))]
     finally:
