@@ -18,6 +18,7 @@ from dl2_mesos.cluster import ClusterState
 from dl2_mesos.policy.dl2.agent import NetChooser, run_slot, run_slot_greedy
 from dl2_mesos.policy.dl2.network import NumpyActor
 from dl2_mesos.policy.dl2.checkpoint import LoadedModel, load_checkpoint
+from dl2_mesos.policy.dl2.greedy import run_slot_greedy_fast
 from dl2_mesos.policy.dl2.network import ActorCritic
 from dl2_mesos.policy.dl2.online import ExperienceRecorder
 
@@ -89,8 +90,12 @@ class DL2Policy:
             with torch.inference_mode(), _blas_controller().limit(limits=1, user_api="blas"):
                 if self.sample:
                     alloc, steps = run_slot(state, self.config, self._chooser)
+                elif self.config.arch == "shared":
+                    record = self.recorder is not None  # the steps are only needed to learn from
+                    alloc, steps = run_slot_greedy_fast(state, self.config, self._fast, record=record,
+                                                        keep_steps=record)
                 else:
-                    alloc, steps = run_slot_greedy(state, self.config, self._fast, record=self.recorder is not None)
+                    alloc, steps = run_slot_greedy(state, self.config, self._fast)
         finally:
             torch.set_num_threads(threads)
         # (the slot context validated the allocation against the state when it built it)

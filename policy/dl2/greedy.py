@@ -152,10 +152,15 @@ def kernel_of(fast: NumpyActor) -> GreedyKernel:
     return kernel
 
 
-def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, record: bool = False):
-    """Greedy decision of one slot; returns (allocation, steps) like ``run_slot``."""
+def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, record: bool = False,
+                         keep_steps: bool = True):
+    """Greedy decision of one slot; returns (allocation, steps) like ``run_slot``.
+
+    With ``keep_steps=False`` (a decision nobody learns from) the steps list stays empty.
+    """
     from dl2_mesos.policy.dl2.agent import Step
 
+    keep_steps = keep_steps or record
     kernel = kernel_of(fast)
     ctx = SlotContext(state, cfg)
     steps: list[Step] = []
@@ -221,10 +226,12 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
             x = ctx.features(window, w_index) if record else _NO_FEATURES
             col, kind = divmod(a, 3)
             if v > vals[col, kind]:  # void is the last action: it wins only when strictly larger
-                steps.append(Step(x, full if record else _NO_MASK, void, None))
+                if keep_steps:
+                    steps.append(Step(x, full if record else _NO_MASK, void, None))
                 break
             i = cols[col]
-            steps.append(Step(x, full if record else _NO_MASK, a, job_ids[i]))
+            if keep_steps:
+                steps.append(Step(x, full if record else _NO_MASK, a, job_ids[i]))
             if not place(i, kind):  # pragma: no cover - the mask said it fits
                 raise RuntimeError(f"masked-in action {a} could not be placed")
             # free capacity and waiting jobs changed (write_global_features' changing values; the
