@@ -17,6 +17,7 @@ logger = logging.getLogger(__name__)
 
 TICK_SECONDS = 0.2
 PUBLISH_SECONDS = 0.25
+BATCH_SECONDS = 0.1  # the most time spent on queued events before the view is published again
 
 
 class SchedulingLoop:
@@ -58,6 +59,13 @@ class SchedulingLoop:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    def _handle(self, event: object) -> None:
+        t0 = time.perf_counter()
+        self.core.handle(event)
+        spent = time.perf_counter() - t0
+        if spent > self.slow_callback_seconds:
+            logger.warning("handling %s took %.2fs", type(event).__name__, spent)
+
     def _run(self) -> None:
         last_publish = 0.0
         while True:
@@ -68,13 +76,28 @@ class SchedulingLoop:
             if isinstance(event, ev.Stop):
                 logger.info("loop stopping: %s", event.reason)
                 break
+            stop: ev.Stop | None = None
             try:
                 if event is not None:
-                    t0 = time.perf_counter()
-                    self.core.handle(event)
-                    spent = time.perf_counter() - t0
-                    if spent > self.slow_callback_seconds:
-                        logger.warning("handling %s took %.2fs", type(event).__name__, spent)
+                    self._handle(event)
+                    # handle what is already queued before publishing: one view per batch, not one
+                    # per event (with 1000 jobs a view costs tens of ms; a burst of submissions
+                    # paid it once each)
+                    batch_end = time.perf_counter() + BATCH_SECONDS
+                    while time.perf_counter() < batch_end:
+                        try:
+                            nxt = self.events.get_nowait()
+                        except queue.Empty:
+                            break
+                        if isinstance(nxt, ev.Stop):
+                            stop = nxt
+                            break
+                        try:
+                            self._handle(nxt)
+                        except (StaleVersion, StoreUnavailable):
+                            raise
+                        except Exception:  # one bad event must not kill the scheduler
+                            logger.exception("error handling %r", nxt)
                 self.core.tick()
             except (StaleVersion, StoreUnavailable) as exc:
                 logger.error("state store conflict, giving up leadership: %s", exc)
@@ -89,6 +112,9 @@ class SchedulingLoop:
                 self._view = self.core.view()
                 last_publish = now
             self.core.resolve_replies()
+            if stop is not None:
+                logger.info("loop stopping: %s", stop.reason)
+                break
         self._view = self.core.view()
         for fut, _, _ in self.core.replies:
             fut.set_exception(TimeoutError("the scheduling loop stopped"))

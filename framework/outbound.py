@@ -82,6 +82,7 @@ class OutboundDriver:
         self._metrics: Any = None
         self._sent = self._failed = self._dropped = self._peak = 0
         self._blocked = 0.0
+        self._dropped_after_stop = 0
         self._max_lag = 0.0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -119,7 +120,10 @@ class OutboundDriver:
         call = _Call(name, args, kwargs, time.monotonic())
         with self._cond:
             if self._stopping:
-                logger.warning("outbound %s after stop: dropped", name)
+                # the term is over (driver stopped); the next leader reconciles
+                if not self._dropped_after_stop:
+                    logger.warning("outbound calls after stop are dropped (first: %s)", name)
+                self._dropped_after_stop += 1
                 self._dropped += 1
                 return False
             if len(self._queue) >= self._maxsize:
@@ -213,7 +217,9 @@ class OutboundDriver:
         except Exception as exc:  # logged, counted; the framework's retries repair it
             self._failed += 1
             self._count(call.name, "failed")
-            logger.warning("outbound %s failed: %s", call.name, exc, exc_info=logger.isEnabledFor(logging.DEBUG))
+            # pymesos puts the whole request body in its error: keep the log line short
+            logger.warning("outbound %s failed: %.300s", call.name, str(exc).replace("\n", " "),
+                           exc_info=logger.isEnabledFor(logging.DEBUG))
         else:
             self._sent += 1
             self._count(call.name, "ok")

@@ -91,23 +91,34 @@ class Allocator:
                     used[agent_id] = used.get(agent_id, ResourceBag()) + res
         return used
 
-    def _allocated(self, fw: Framework) -> ResourceBag:
-        """What a framework holds: resources of its live tasks plus its outstanding offers."""
-        alloc = ResourceBag()
-        for task in fw.tasks.values():
-            if task.uses_resources:
-                alloc = alloc + task.resources
-        for oid in fw.offers:
-            alloc = alloc + self.master.offers[oid].resources
+    _SHARE_KINDS = ("cpus", "mem", "gpus")
+
+    def _allocated(self, fw: Framework) -> dict[str, float]:
+        """The scalars a framework holds (live tasks plus outstanding offers): all a dominant share
+        needs. Summing whole ResourceBags merged every task's port ranges, quadratic in tasks."""
+        alloc = dict.fromkeys(self._SHARE_KINDS, 0.0)
+        bags = [t.resources for t in fw.tasks.values() if t.uses_resources]
+        bags += [self.master.offers[oid].resources for oid in fw.offers]
+        for bag in bags:
+            for k in self._SHARE_KINDS:
+                alloc[k] += bag.scalar(k)
         return alloc
 
-    @staticmethod
-    def _share_of(alloc: ResourceBag, totals: ResourceBag) -> float:
-        shares = [alloc.scalar(k) / totals.scalar(k) for k in ("cpus", "mem", "gpus") if totals.scalar(k) > 0]
+    def _totals(self) -> dict[str, float]:
+        totals = dict.fromkeys(self._SHARE_KINDS, 0.0)
+        for agent in self.master.agents.values():
+            for k in self._SHARE_KINDS:
+                totals[k] += agent.total.scalar(k)
+        return totals
+
+    @classmethod
+    def _share_of(cls, alloc: dict[str, float], totals: dict[str, float]) -> float:
+        shares = [alloc[k] / totals[k] for k in cls._SHARE_KINDS if totals[k] > 0]
         return max(shares, default=0.0)
 
-    def _share(self, fw: Framework, totals: ResourceBag) -> float:
-        return self._share_of(self._allocated(fw), totals)
+    def _share(self, fw: Framework) -> float:
+        """``fw``'s dominant share of the cluster (DRF)."""
+        return self._share_of(self._allocated(fw), self._totals())
 
     # ---- the cycle ------------------------------------------------------------------------
     def allocate(self) -> None:
@@ -116,9 +127,7 @@ class Allocator:
         candidates = [f for f in master.frameworks.values() if f.connected and not f.suppressed]
         if not candidates:
             return
-        totals = ResourceBag()
-        for agent in master.agents.values():
-            totals = totals + agent.total
+        totals = self._totals()
         # per-cycle tables, kept up to date as offers are made (same result as recomputing the
         # used resources and dominant shares for every agent, without rescanning every task)
         used = self.used_by_agent()
@@ -135,7 +144,8 @@ class Allocator:
                 if fw.filtered(agent.agent_id, avail, at):
                     continue
                 new_offers[fw.id].append(self._make_offer(fw, agent, avail))
-                allocated[fw.id] = allocated[fw.id] + avail
+                for k in self._SHARE_KINDS:
+                    allocated[fw.id][k] += avail.scalar(k)
                 shares[fw.id] = self._share_of(allocated[fw.id], totals)
                 break
         for fid, offers in new_offers.items():

@@ -102,17 +102,34 @@ def format_report(r: FaultBenchReport) -> str:
                       f"{b.refused} refused {b.refusal_codes or ''}, {b.lost} lost; latency p50 {b.p50_ms:.1f} ms, "
                       f"p99 {b.p99_ms:.1f} ms; {b.seconds:.1f} s in all"]
     if r.load is not None:
-        ld = r.load
-        all_running = f"{ld.seconds_to_all_running:.1f} s" if ld.seconds_to_all_running is not None else "not reached"
-        lines += ["", f"load: {ld.jobs} jobs on {ld.agents} agents (light executors): {ld.running} running "
-                      f"(all running after {all_running}); slot decision p50 {ld.decision_p50_ms:.1f} ms, "
-                      f"max {ld.decision_max_ms:.1f} ms over {ld.decisions} slots; OFFERS events "
-                      f"p50 {ld.offer_event_p50_ms:.2f} ms, p99 {ld.offer_event_p99_ms:.2f} ms "
-                      f"({ld.offer_events} events, {ld.offers} offers); submissions p50 {ld.submit_p50_ms:.1f} ms, "
-                      f"p99 {ld.submit_p99_ms:.1f} ms"]
-        lines += [f"    problem: {p}" for p in ld.problems[:3]]
+        lines += ["", *format_load(r.load)]
     lines += [f"note: {n}" for n in r.notes]
     return "\n".join(lines)
+
+
+def format_load(ld: AgentsLoadResult) -> list[str]:
+    """The load run's lines of the table."""
+    def secs(v: float | None) -> str:
+        return f"{v:.1f} s" if v is not None else "not reached"
+
+    out = [
+        f"load: {ld.jobs} jobs on {ld.agents} agents (light executors): {ld.accepted} accepted, "
+        f"{ld.running} running; all running {secs(ld.seconds_to_all_running)} after the burst "
+        f"({secs(ld.seconds_from_first_submit)} after the first submission); jobs lost {ld.lost}, "
+        f"restarted {ld.restarted}",
+        f"      slot decision p50 {ld.decision_p50_ms:.1f} ms, p99 {ld.decision_p99_ms:.1f} ms, "
+        f"max {ld.decision_max_ms:.1f} ms ({ld.decisions} slots); OFFERS events p50 "
+        f"{ld.offer_event_p50_ms:.2f} ms, p99 {ld.offer_event_p99_ms:.2f} ms ({ld.offer_events} events, "
+        f"{ld.offers} offers)",
+        f"      status updates: handling p50 {ld.status_event_p50_ms:.2f} ms, p99 {ld.status_event_p99_ms:.2f} ms; "
+        f"executor -> loop lag p50 {ld.status_lag_p50_ms:.0f} ms, p99 {ld.status_lag_p99_ms:.0f} ms, "
+        f"max {ld.status_lag_max_ms:.0f} ms ({ld.status_events} updates)",
+        f"      submissions p50 {ld.submit_p50_ms:.1f} ms, p99 {ld.submit_p99_ms:.1f} ms; calls to the master "
+        f"(off the loop): {ld.outbound_sent} sent, {ld.outbound_failed} failed, {ld.outbound_dropped} dropped, "
+        f"peak queue {ld.outbound_peak_queued}, max wait {ld.outbound_max_lag_ms:.0f} ms",
+    ]
+    out += [f"    problem: {p}" for p in ld.problems[:3]]
+    return out
 
 
 def write_json(r: FaultBenchReport, path: str) -> None:

@@ -193,7 +193,7 @@ class AgentsLoadResult:
     agents: int
     jobs: int
     running: int  # jobs seen running (tasks launched, TASK_RUNNING) before the deadline
-    seconds_to_all_running: float | None
+    seconds_to_all_running: float | None  # from the end of the submission burst
     decisions: int
     decision_p50_ms: float
     decision_max_ms: float
@@ -205,6 +205,22 @@ class AgentsLoadResult:
     submit_p99_ms: float
     executors: int  # executors the master knew at the end (one bash stand-in each)
     problems: tuple[str, ...] = ()
+    decision_p99_ms: float = 0.0
+    seconds_from_first_submit: float | None = None  # first POST until every accepted job runs
+    accepted: int = 0
+    lost: int = 0  # accepted but not listed at the end, or failed/cancelled
+    restarted: int = 0  # jobs that had to be restarted (tasks lost or failed) during the run
+    status_events: int = 0
+    status_event_p50_ms: float = 0.0  # handling one UPDATE event on the loop thread
+    status_event_p99_ms: float = 0.0
+    status_lag_p50_ms: float = 0.0  # executor's timestamp -> the loop handles the update
+    status_lag_p99_ms: float = 0.0
+    status_lag_max_ms: float = 0.0
+    outbound_peak_queued: int = 0  # calls to the master waiting at once (see framework.outbound)
+    outbound_max_lag_ms: float = 0.0
+    outbound_sent: int = 0
+    outbound_failed: int = 0
+    outbound_dropped: int = 0
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -236,13 +252,17 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
 
     work = Path(workdir or tempfile.mkdtemp(prefix="dl2-load-"))
     hub_port, api_port = free_port(), free_port()
+    # progress reports at the framework's default interval (the LaunchSpec's progress_interval_s)
     hub = subprocess.Popen([sys.executable, "-m", "dl2_mesos.testing.lightexec", "--port", str(hub_port),
-                            "--eps", "0.01", "--interval", "2"], start_new_session=True)
+                            "--eps", "0.01"], start_new_session=True)
     cluster = LocalCluster(agents=0, in_subprocess=True, cpus=8, mem="32GiB", work_dir=str(work / "cluster"),
                            executor_registration_timeout=120.0, status_update_retry_interval=5.0)
     decisions: list[float] = []
     offer_events: list[float] = []
     offers = [0]
+    status_events: list[float] = []
+    registrations = [0]  # subscriptions after the first (a dropped event stream shows here)
+    status_lag: list[float] = []
     submits: list[float] = []
     problems: list[str] = []
     replica = None
@@ -257,7 +277,7 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
             "master": cluster.master, "zk": "none", "state_dir": str(work / "state"), "policy": "fifo",
             "slot": slot, "offer_wait": "1s", "api": f"127.0.0.1:{api_port}", "launch_timeout": "120s",
             "executor_command": executor_command(hub_port), "checkpoint_root": f"file://{work}/ckpt",
-            "online_learning": False, "progress_interval": "2s",
+            "online_learning": False,
         })
         replica = Replica(cfg)
         runner = threading.Thread(target=replica.run, daemon=True)
@@ -273,10 +293,19 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
 
         def timed_handle(event: Any) -> None:
             t0 = time.perf_counter()
+            if isinstance(event, ev.StatusUpdate):
+                ts = event.status.get("timestamp")
+                if isinstance(ts, (int, float)) and ts > 0:
+                    status_lag.append(max(0.0, time.time() - ts))
             handle(event)
-            if isinstance(event, ev.Offers):
-                offer_events.append(time.perf_counter() - t0)
+            spent = time.perf_counter() - t0
+            if isinstance(event, ev.Registered):
+                registrations[0] += 1
+            elif isinstance(event, ev.Offers):
+                offer_events.append(spent)
                 offers[0] += len(event.offers)
+            elif isinstance(event, ev.StatusUpdate):
+                status_events.append(spent)
 
         def timed_decide(slot_no: int) -> Any:
             t0 = time.perf_counter()
@@ -288,26 +317,37 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
         core.handle, core.decide = timed_handle, timed_decide  # instance attributes: the loop looks them up
         spec = {"job_type": "resnet-50", "epochs": 1000, "max_ps": 1, "max_workers": 1,
                 "worker": {"cpus": 1, "gpus": 0, "mem": 512}, "ps": {"cpus": 0.5, "gpus": 0, "mem": 256}}
+        t_first = time.monotonic()
         burst = api_burst(api, "", jobs, concurrency=16, spec=spec)
         submits = [burst.p50_ms, burst.p99_ms]
         problems += list(burst.problems)
         t0 = time.monotonic()
         all_running = None
         running = 0
+        listed: list[dict[str, Any]] = []
         while time.monotonic() - t0 < timeout:
-            listed = requests.get(api + "/api/v1/jobs?phase=running", timeout=30).json()["jobs"]
-            running = len(listed)
+            listed = requests.get(api + "/api/v1/jobs", timeout=60).json()["jobs"]
+            running = sum(j["phase"] == "running" for j in listed)
             if running >= burst.accepted:
                 all_running = time.monotonic() - t0
                 break
             time.sleep(1.0)
         if all_running is None:
-            problems.append(f"only {running}/{burst.accepted} jobs running after {timeout:.0f}s")
+            phases = Counter(j["phase"] for j in listed)
+            problems.append(f"only {running}/{burst.accepted} jobs running after {timeout:.0f}s ({dict(phases)})")
         n = len(decisions)
         slot_s = cfg.slot
         wait_until = time.monotonic() + slot_s * (settle_slots + 1)
         while len(decisions) < n + settle_slots and time.monotonic() < wait_until:
             time.sleep(0.2)
+        final = replica.view()["jobs"]  # the published view: full job records
+        lost = sum(1 for j in final.values() if j["phase"] in ("failed", "cancelled"))
+        if registrations[0]:
+            problems.append(f"the framework re-subscribed {registrations[0]} times during the run")
+        lost += burst.lost + max(0, burst.accepted - len(final))
+        restarted = sum(1 for j in final.values() if j["restart_count"] > 0 or j["generation"] > 0)
+        out = getattr(core.driver, "stats", None)
+        ob = out() if callable(out) else None
         try:
             hub_execs = sum(len(f.get("executors", [])) for f in cluster.state()["frameworks"])
         except (OSError, ValueError, KeyError):
@@ -315,7 +355,18 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
         return AgentsLoadResult(
             agents, jobs, running, all_running, len(decisions), _pct(decisions, 0.5) * 1000,
             max(decisions or [0.0]) * 1000, len(offer_events), offers[0], _pct(offer_events, 0.5) * 1000,
-            _pct(offer_events, 0.99) * 1000, submits[0], submits[1], hub_execs, tuple(problems))
+            _pct(offer_events, 0.99) * 1000, submits[0], submits[1], hub_execs, tuple(problems),
+            decision_p99_ms=_pct(decisions, 0.99) * 1000,
+            seconds_from_first_submit=None if all_running is None else t0 + all_running - t_first,
+            accepted=burst.accepted, lost=lost, restarted=restarted,
+            status_events=len(status_events), status_event_p50_ms=_pct(status_events, 0.5) * 1000,
+            status_event_p99_ms=_pct(status_events, 0.99) * 1000,
+            status_lag_p50_ms=_pct(status_lag, 0.5) * 1000, status_lag_p99_ms=_pct(status_lag, 0.99) * 1000,
+            status_lag_max_ms=max(status_lag or [0.0]) * 1000,
+            outbound_peak_queued=ob.peak_queued if ob else 0,
+            outbound_max_lag_ms=ob.max_lag_seconds * 1000 if ob else 0.0,
+            outbound_sent=ob.sent if ob else 0, outbound_failed=ob.failed if ob else 0,
+            outbound_dropped=ob.dropped if ob else 0)
     finally:
         if replica is not None:
             replica.stop()

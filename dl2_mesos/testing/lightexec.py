@@ -9,6 +9,10 @@ job's epochs are reached its tasks end TASK_FINISHED. When an executor has no ta
 closes its socket and the bash process exits, as an executor would.
 
 Run the hub as ``python -m dl2_mesos.testing.lightexec --port P [--eps 0.05]``.
+
+The hub talks HTTP/1.1 to the agents with a few lines of asyncio streams (:class:`_AgentHttp`)
+rather than httpx: with 1000 executor streams in one httpx client, its connection pool scanned
+every connection for each request, and the hub, not the system under test, was the bottleneck.
 """
 
 from __future__ import annotations
@@ -16,14 +20,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import dataclasses
 import json
 import logging
 import time
 import uuid
 from typing import Any
-
-import httpx
 
 from dl2_mesos.messages import LaunchSpec, ProgressReport, RescaleReport, RescaleRequest, decode_b64, encode_b64
 
@@ -36,9 +39,103 @@ def executor_command(port: int) -> str:
             "echo \"$MESOS_AGENT_ENDPOINT $MESOS_FRAMEWORK_ID $MESOS_EXECUTOR_ID\" >&3; read -r _ <&3; exit 0'")
 
 
+class HttpError(OSError):
+    """A call to an agent failed (connection, protocol or status)."""
+
+
+async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
+    line = await reader.readline()
+    if not line:
+        raise HttpError("connection closed before a response")
+    parts = line.decode("latin-1").split(" ", 2)
+    if len(parts) < 2 or not parts[1].isdigit():
+        raise HttpError(f"bad status line {line[:80]!r}")
+    headers: dict[str, str] = {}
+    while True:
+        h = await reader.readline()
+        if h in (b"\r\n", b"\n", b""):
+            break
+        k, _, v = h.decode("latin-1").partition(":")
+        headers[k.strip().lower()] = v.strip()
+    return int(parts[1]), headers
+
+
+async def _body_chunks(reader: asyncio.StreamReader, headers: dict[str, str]):  # noqa: ANN202
+    """Yield the body as it arrives (chunked, Content-Length or until EOF)."""
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        while True:
+            size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                await reader.readline()
+                return
+            data = await reader.readexactly(size)
+            await reader.readline()
+            yield data
+    elif "content-length" in headers:
+        n = int(headers["content-length"])
+        if n:
+            yield await reader.readexactly(n)
+    else:
+        while data := await reader.read(65536):
+            yield data
+
+
+class _AgentHttp:
+    """POSTs to one agent over a few kept-alive connections."""
+
+    def __init__(self, host: str, port: int, path: str) -> None:
+        self.host, self.port, self.path = host, port, path
+        self._idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+
+    def _request(self, body: dict[str, Any]) -> bytes:
+        data = json.dumps(body, separators=(",", ":")).encode()
+        return (f"POST {self.path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+                f"Content-Type: application/json\r\nAccept: application/json\r\n"
+                f"Content-Length: {len(data)}\r\n\r\n").encode() + data
+
+    async def post(self, body: dict[str, Any]) -> int:
+        """One call; returns the status. A kept-alive connection the agent closed meanwhile is
+        replaced once (nothing was answered on it, so the call was not taken)."""
+        request = self._request(body)
+        for attempt in (0, 1):
+            reused = bool(self._idle) and attempt == 0
+            reader, writer = self._idle.pop() if reused else await asyncio.open_connection(self.host, self.port)
+            try:
+                writer.write(request)
+                await writer.drain()
+                status, headers = await _read_head(reader)
+                async for _ in _body_chunks(reader, headers):
+                    pass
+            except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
+                writer.close()
+                if reused:
+                    continue
+                raise HttpError(str(exc)) from exc
+            if headers.get("connection", "").lower() == "close" or len(self._idle) >= 4:
+                writer.close()
+            else:
+                self._idle.append((reader, writer))
+            return status
+        raise HttpError("unreachable")
+
+    async def stream(self, body: dict[str, Any]):  # noqa: ANN201
+        """POST on a connection of its own and yield the streamed response body."""
+        reader, writer = await asyncio.open_connection(self.host, self.port)
+        try:
+            writer.write(self._request(body))
+            await writer.drain()
+            status, headers = await _read_head(reader)
+            if status != 200:
+                raise HttpError(f"SUBSCRIBE answered {status}")
+            async for chunk in _body_chunks(reader, headers):
+                yield chunk
+        finally:
+            writer.close()
+
+
 class _Executor:
     def __init__(self, hub: Hub, endpoint: str, fid: str, eid: str, writer: asyncio.StreamWriter) -> None:
-        self.hub, self.url = hub, f"http://{endpoint}/api/v1/executor"
+        self.hub, self.http = hub, hub.agent(endpoint)
         self.fid, self.eid, self.writer = fid, eid, writer
         self.tasks: dict[str, LaunchSpec] = {}
         self.done = asyncio.Event()
@@ -48,9 +145,10 @@ class _Executor:
 
     async def call(self, body: dict[str, Any]) -> None:
         try:
-            await self.hub.client.post(self.url, json={**body, **self._ids()},
-                                       headers={"Accept": "application/json"})
-        except httpx.HTTPError as exc:
+            status = await self.http.post({**body, **self._ids()})
+            if status >= 300:
+                logger.debug("%s: call answered %d", self.eid, status)
+        except (HttpError, OSError) as exc:
             logger.debug("%s: call failed: %s", self.eid, exc)
 
     async def status(self, task_id: str, state: str, message: str = "") -> None:
@@ -66,10 +164,9 @@ class _Executor:
         body = {"type": "SUBSCRIBE", "subscribe": {"unacknowledged_tasks": [], "unacknowledged_updates": []},
                 **self._ids()}
         try:
-            async with self.hub.client.stream("POST", self.url, json=body, timeout=None,
-                                              headers={"Accept": "application/json"}) as resp:
-                buf = b""
-                async for chunk in resp.aiter_bytes():
+            buf = b""
+            async with contextlib.aclosing(self.http.stream(body)) as chunks:  # closes the connection
+                async for chunk in chunks:
                     buf += chunk
                     while b"\n" in buf:
                         size, _, rest = buf.partition(b"\n")
@@ -80,7 +177,7 @@ class _Executor:
                         await self.on_event(event)
                     if self.done.is_set():
                         break
-        except (httpx.HTTPError, ValueError) as exc:
+        except (HttpError, OSError, asyncio.IncompleteReadError, ValueError) as exc:
             logger.debug("%s: stream ended: %s", self.eid, exc)
         finally:
             self.done.set()
@@ -114,8 +211,9 @@ class _Executor:
 
     async def progress(self, spec: LaunchSpec) -> None:
         t0, epoch = time.monotonic(), 0.0
+        interval = self.hub.interval or spec.progress_interval_s  # 0: as the framework asks
         while spec.task_id in self.tasks and not self.done.is_set():
-            await asyncio.sleep(self.hub.interval)
+            await asyncio.sleep(interval)
             epoch = min(spec.epochs, self.hub.eps * (time.monotonic() - t0))
             self.hub.reports += 1
             await self.send(ProgressReport(spec.job_id, spec.task_id, spec.cluster.generation, epoch,
@@ -130,13 +228,20 @@ class _Executor:
 class Hub:
     """Serves the bash stand-ins; one :class:`_Executor` per connection."""
 
-    def __init__(self, eps: float = 0.05, interval: float = 2.0) -> None:
+    def __init__(self, eps: float = 0.05, interval: float = 0.0) -> None:
         self.eps, self.interval = eps, interval
-        self.client = httpx.AsyncClient(limits=httpx.Limits(max_connections=None, max_keepalive_connections=200),
-                                        timeout=30)
+        self._agents: dict[str, _AgentHttp] = {}
         self.executors = 0
         self.updates = 0
         self.reports = 0
+
+    def agent(self, endpoint: str) -> _AgentHttp:
+        """The HTTP client of the agent at ``endpoint`` (host:port), shared by its executors."""
+        http = self._agents.get(endpoint)
+        if http is None:
+            host, _, port = endpoint.rpartition(":")
+            http = self._agents[endpoint] = _AgentHttp(host, int(port), "/api/v1/executor")
+        return http
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         line = (await reader.readline()).decode().split()
@@ -156,7 +261,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--eps", type=float, default=0.05, help="epochs per second each job 'trains'")
-    p.add_argument("--interval", type=float, default=2.0, help="seconds between progress reports")
+    p.add_argument("--interval", type=float, default=0.0,
+                   help="seconds between progress reports (0: the LaunchSpec's progress_interval_s)")
     a = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
     asyncio.run(Hub(a.eps, a.interval).serve(a.port))
