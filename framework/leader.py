@@ -21,6 +21,8 @@ from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
 
+RELEASE_TIMEOUT_S = 5.0
+
 
 class LocalLeadership:
     """Single replica without ZooKeeper: always the leader."""
@@ -107,15 +109,39 @@ class ZkLeadership:
     def run(self, lead: Callable[[], None]) -> None:
         """Block until elected, then run ``lead``; leadership is held exactly while it runs."""
 
-        def wrapped() -> None:
-            self.is_leader = True
-            logger.info("elected leader (%s)", self.url)
-            try:
-                lead()
-            finally:
-                self.is_leader = False
+        from kazoo.exceptions import CancelledError
 
-        self._election.run(wrapped)
+        lock = self._election.lock
+        try:
+            lock.acquire()
+        except CancelledError:
+            return
+        self.is_leader = True
+        logger.info("elected leader (%s)", self.url)
+        try:
+            lead()
+        finally:
+            self.is_leader = False
+            self._release(lock)
+
+    def _release(self, lock) -> None:  # noqa: ANN001 - kazoo Lock
+        """Give the election node back without hanging: kazoo retries a release for as long as the
+        connection is down, which would keep a fenced replica from exiting (and from being
+        restarted as a standby). Cut off, the node goes with the session (expired on the server,
+        or closed by ``client.stop()`` when the replica exits)."""
+        if self.suspended_since is not None or not getattr(self.client, "connected", True):
+            logger.info("not releasing the election node while ZooKeeper is unreachable; it goes with the session")
+            return
+
+        def release() -> None:
+            try:
+                lock.release()
+            except Exception:  # connection lost meanwhile: the node goes with the session
+                logger.debug("election release", exc_info=True)
+
+        t = threading.Thread(target=release, name="election-release", daemon=True)
+        t.start()
+        t.join(RELEASE_TIMEOUT_S)
 
     def cancel(self) -> None:
         """Leave the contest (a waiting ``run`` returns)."""
