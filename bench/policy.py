@@ -20,6 +20,7 @@ reference preset (goals <= 0.50 and <= 0.78).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -111,7 +112,8 @@ def main() -> None:
 
     pol = DL2Policy(model_path=args.model)
     print(f"model: {args.model or 'shipped'} (window J={pol.config.window}, arch {pol.config.arch}, "
-          f"start {pol.config.start})")
+          f"start {pol.config.start}); load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
+          f"(wall times follow CPU times only when the machine is not oversubscribed)")
     for n_jobs, n_agents, goal in ((40, 500, 0.020), (1000, 1000, 1.0)):
         state = build_state(n_jobs, n_agents)
         t, t_min, t_cpu, n_alloc = time_decide(pol, state, args.repeat)

@@ -26,8 +26,8 @@ The result equals the full forward pass up to float rounding (relative differenc
 the argmax is the same except where two logits tie to within that rounding; exact ties (jobs
 with identical feature rows) stay exact, because every job is projected by the same one-row
 code path. ``tests/dl2/test_greedy_equivalence.py`` checks every step against full forward
-passes (numpy and torch) on random states and seeded random networks; offline sweeps of 550
-such states (30,000 steps) found no differing step.
+passes (numpy and torch) on random states and seeded random networks; offline sweeps of 1,000
+such states (60,000 steps, 300 states against torch) found no differing step.
 
 Full input vectors and masks are kept in the steps only when ``record`` is set (online
 learning, training rollouts).
