@@ -97,7 +97,10 @@ def connect_zookeeper(cfg: Config) -> Any:
         user, _, password = cfg.zk_digest.partition(":")
         kw["auth_data"] = [("digest", cfg.zk_digest)]
         kw["default_acl"] = [make_digest_acl(user, password, all=True)]
-    client = KazooClient(hosts=cfg.zk_hosts, timeout=cfg.zk_timeout, **kw)
+    # kazoo's default reconnect backoff grows to an hour: after a long outage a replica would come
+    # back long after ZooKeeper did (and its session would expire meanwhile). Retry every <= 2 s.
+    retry = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 2.0}
+    client = KazooClient(hosts=cfg.zk_hosts, timeout=cfg.zk_timeout, connection_retry=retry, **kw)
     try:
         client.start(timeout=cfg.connect_timeout)
     except KazooTimeoutError:
