@@ -126,7 +126,7 @@ class GreedyKernel:
                 x = buf.dot(W)
             np.maximum(x, zero, out=x)
             # LayerNorm folded into the projection: (x - mean) @ (w * M) / std
-            d = x - x.dot(ones) / hidden
+            d = np.subtract(x, x.dot(ones) / hidden, out=x)
             u = d.dot(Mw)
             u *= 1.0 / sqrt(float(d.dot(d)) / hidden + eps)
             return u
@@ -197,8 +197,9 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
         k = len(window)
         cols = window.tolist()
         project = kernel.projector(k)
-        rows = ctx.job_rows(window)
-        U = np.stack([project(np.append(r, np.float32(1.0))) for r in rows])  # k x (6 + H)
+        rows = np.ones((k, static.shape[1]), dtype=np.float32)  # with the trailing 1
+        rows[:, :-1] = ctx.job_rows(window)
+        U = np.stack([project(r) for r in rows])  # k x (6 + H)
         Urows = list(U)  # row views
         S = U.sum(axis=0, dtype=np.float64)  # (its first 3 entries are not used)
         full = ctx.mask(window)
@@ -207,6 +208,7 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
         # masked job parts (float64, like the context part they are added to): + context part =
         # masked logits
         JPm = np.where(jm, JP, _NEG_INF).astype(np.float64)
+        vals = np.empty_like(JPm)  # the masked job logits of an inference
         all_valid = jm.all(axis=1).tolist()
         version = ctx.fit_version
         any_valid = bool(jm.any())
@@ -220,7 +222,7 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
             pre += S
             np.maximum(void_pre, zero, out=act)
             v = act.dot(w2) + b2
-            vals = JPm + ctx_part
+            np.add(JPm, ctx_part, out=vals)
             a = int(vals.argmax())
             budget -= 1
             x = ctx.features(window, w_index) if record else _NO_FEATURES
