@@ -97,6 +97,7 @@ class GreedyKernel:
         self.Wg = Wg
         self.w2 = V2[:, 0].astype(f64)
         self.b2 = float(c2[0])
+        self._scaled: dict[int, np.ndarray] = {}  # window size k -> Mw with its pooled part / k
 
     def projector(self, k: int):
         """A function ``row -> u`` for a window of ``k`` jobs: ``u[:3]`` is the job's own part
@@ -113,9 +114,11 @@ class GreedyKernel:
             bufs.append((W, buf, buf[:hidden]))
         zero = np.zeros(hidden, dtype=np.float32)
         ones = np.ones(hidden, dtype=np.float32)
-        scale = np.full(self.Mw.shape[1], 1.0 / k)
-        scale[:3] = 1.0
-        Mw = (self.Mw * scale).astype(np.float32)
+        Mw = self._scaled.get(k)
+        if Mw is None:  # (windows are mostly full: one or two sizes per slot)
+            scale = np.full(self.Mw.shape[1], 1.0 / k)
+            scale[:3] = 1.0
+            Mw = self._scaled[k] = (self.Mw * scale).astype(np.float32)
         eps = self.eps
         sqrt = math.sqrt
 

@@ -279,11 +279,11 @@ class SlotContext:
     def allocation(self) -> Allocation:
         """The counts decided so far, with jobs below their minimum dropped to nothing."""
         out: dict[str, JobAllocation] = {}
-        for i, job_id in enumerate(self.job_ids):
-            p, w = int(self.ps[i]), int(self.w[i])
+        for job_id, p, w, min_p, min_w in zip(self.job_ids, self.ps.tolist(), self.w.tolist(),
+                                              self.min_ps.tolist(), self.min_w.tolist()):
             if p == 0 and w == 0:
                 continue
-            if p < self.min_ps[i] or w < self.min_w[i]:
+            if p < min_p or w < min_w:
                 continue  # cannot run at this size; the tasks given to it stay unused this slot
             out[job_id] = JobAllocation(p, w)
         alloc = Allocation(out)
