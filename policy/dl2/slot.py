@@ -77,16 +77,20 @@ class SlotContext:
         self.b_res = [p + w for p, w in zip(self.ps_res, self.w_res)]
         # distinct demands (usually a handful): fit checks are made once per demand, not per job
         self._demands: list[Resources] = []
-        index: dict[Resources, int] = {}
-        kinds = np.zeros((n, 3), dtype=np.int64)
+        index: dict[tuple[float, float, float], int] = {}  # (a Resources' fields: cheaper to hash)
+        kindl: list[list[int]] = []
         for i in range(n):
-            for k, d in enumerate((self.w_res[i], self.ps_res[i], self.b_res[i])):
-                if d not in index:
-                    index[d] = len(self._demands)
+            row = []
+            for d in (self.w_res[i], self.ps_res[i], self.b_res[i]):
+                key = (d.cpus, d.gpus, d.mem)
+                k = index.get(key)
+                if k is None:
+                    k = index[key] = len(self._demands)
                     self._demands.append(d)
-                kinds[i, k] = index[d]
-        self._kinds = kinds
-        self._kindl = kinds.tolist()
+                row.append(k)
+            kindl.append(row)
+        self._kindl = kindl
+        self._kinds = np.array(kindl, dtype=np.int64).reshape(n, 3)
         cap = state.capacity
         self._cap = np.array([max(cap.cpus, 1e-9), max(cap.gpus, 1e-9), max(cap.mem, 1e-9)])
         self._has = np.array([cap.cpus > 0, cap.gpus > 0, cap.mem > 0])
@@ -118,17 +122,18 @@ class SlotContext:
         else:
             self.ps = np.zeros(n, dtype=np.int64)
             self.w = np.zeros(n, dtype=np.int64)
-        for i in range(n):
+        max_ps, max_w = self.max_ps.tolist(), self.max_w.tolist()
+        for i in np.flatnonzero((self.ps == 0) & (self.w == 0)).tolist():
             # Starter bundle (the reference's ASSIGN_BUNDLE), arrival order, for every job that
             # has nothing yet: no job starves while capacity is free, whatever the network does.
-            if self.ps[i] == 0 and self.w[i] == 0:
-                if self.max_ps[i] >= 1:
-                    self._place(i, BUNDLE)
-                else:
-                    self._place(i, WORKER)
+            if max_ps[i] >= 1:
+                self._place(i, BUNDLE)
+            else:
+                self._place(i, WORKER)
         self._waiting = int(((self.ps == 0) & (self.w == 0)).sum())
         self._init_fit_counts()
-        eligible = [i for i in range(n) if self.ps[i] < self.max_ps[i] or self.w[i] < self.max_w[i]]
+        ps, w = self.ps.tolist(), self.w.tolist()
+        eligible = [i for i in range(n) if ps[i] < max_ps[i] or w[i] < max_w[i]]
         self.windows: list[np.ndarray] = [
             np.array(eligible[k : k + self.J], dtype=np.int64) for k in range(0, len(eligible), self.J)
         ]
