@@ -5,8 +5,10 @@ synchronous HTTP POSTs to the master. Made on the loop thread, every slow answer
 thread that owns the scheduler state, and events queue up behind it (at 500 agents the local
 master took long enough that single status updates waited 16 s). :class:`OutboundDriver` has the
 same call methods, but each one only puts the call on a FIFO queue; ONE sender thread makes the
-calls in order. One thread and one queue keep the order the loop decided on: a launch reaches the
-master before a later kill of the same task, an acknowledgement after the write it follows.
+calls in order. One thread and one queue keep the order the loop decided on: a launch reaches
+the master before a later kill of the same task, an acknowledgement after the write it follows.
+An acknowledgement already waiting in the queue is not queued again when the agent re-sends the
+same update meanwhile (same task and uuid): the queued one answers both.
 
 The calls are fire-and-forget, as the loop already treated them: a failed call is logged and
 counted, and the framework's own mechanisms repair it (the master re-sends unacknowledged updates,
@@ -44,6 +46,15 @@ class OutboundStats:
     dropped: int  # refused because the queue stayed full for ``put_timeout``
     blocked_seconds: float  # time callers spent waiting for room (backpressure)
     max_lag_seconds: float  # longest time a call waited in the queue before it was made
+    coalesced: int = 0  # acknowledgements not queued twice (same update re-sent while one waited)
+
+
+def _ack_key(name: str, args: tuple) -> tuple[str, str] | None:
+    """(task id, uuid) of an acknowledgeStatusUpdate call, else None."""
+    if name != "acknowledgeStatusUpdate" or not args or not isinstance(args[0], dict):
+        return None
+    status = args[0]
+    return (str((status.get("task_id") or {}).get("value")), str(status.get("uuid")))
 
 
 @dataclass(frozen=True)
@@ -83,6 +94,8 @@ class OutboundDriver:
         self._sent = self._failed = self._dropped = self._peak = 0
         self._blocked = 0.0
         self._dropped_after_stop = 0
+        self._pending_acks: set[tuple[str, str]] = set()  # (task id, uuid) of queued acknowledgements
+        self._coalesced = 0
         self._max_lag = 0.0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -137,6 +150,13 @@ class OutboundDriver:
                     logger.error("outbound queue full (%d calls) for %.1fs: %s dropped",
                                  len(self._queue), self._put_timeout, name)
                     return False
+            ack = _ack_key(name, args)
+            if ack is not None:
+                if ack in self._pending_acks:
+                    # the agent re-sent an update whose acknowledgement is still queued: one is enough
+                    self._coalesced += 1
+                    return True
+                self._pending_acks.add(ack)
             self._queue.append(call)
             self._peak = max(self._peak, len(self._queue))
             self._cond.notify_all()
@@ -157,6 +177,7 @@ class OutboundDriver:
             if not drain:
                 self._dropped += len(self._queue)
                 self._queue.clear()
+                self._pending_acks.clear()
             self._cond.notify_all()
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
@@ -170,7 +191,7 @@ class OutboundDriver:
     def stats(self) -> OutboundStats:
         with self._cond:
             return OutboundStats(len(self._queue), self._peak, self._sent, self._failed, self._dropped,
-                                 self._blocked, self._max_lag)
+                                 self._blocked, self._max_lag, self._coalesced)
 
     # -- the sender thread -----------------------------------------------------------------------
     def _run(self) -> None:
@@ -187,6 +208,7 @@ class OutboundDriver:
                         self._cond.notify_all()
                         return
                 call = self._queue.popleft()
+                self._pending_acks.discard(_ack_key(call.name, call.args))
                 self._in_flight += 1
                 driver = self._driver
                 self._cond.notify_all()  # room for a blocked caller

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 MAX_REFUSE_SECONDS = 365 * 86400.0
+BATCH_SECONDS = 0.05  # shortest wait between triggered allocation cycles
 
 
 class Allocator:
@@ -53,16 +54,22 @@ class Allocator:
         # Plain polling instead of wait_for(event): cancelling a wait_for can hang on Python 3.11.
         loop = asyncio.get_running_loop()
         next_cycle = loop.time() + self.interval
+        pause = BATCH_SECONDS
         while True:
-            await asyncio.sleep(0.05)  # also batches bursts of triggers, as the Mesos allocator batches
+            await asyncio.sleep(pause)  # also batches bursts of triggers, as the Mesos allocator batches
             if not self._wake.is_set() and loop.time() < next_cycle:
                 continue
             self._wake.clear()
             next_cycle = loop.time() + self.interval
+            t0 = loop.time()
             try:
                 self.allocate()
             except Exception:  # keep offering even if one cycle hits a bug
                 logger.exception("allocation cycle failed")
+            # a cycle is O(agents + tasks): on a big cluster under a stream of triggers (every
+            # DECLINE and terminal update is one) back-to-back cycles would starve the calls
+            # and streams on this loop; batch triggers for a few cycles' worth of time instead
+            pause = min(self.interval, max(BATCH_SECONDS, 4 * (loop.time() - t0)))
 
     # ---- accounting -----------------------------------------------------------------------
     def used(self, agent_id: str) -> ResourceBag:

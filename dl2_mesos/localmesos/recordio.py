@@ -109,8 +109,20 @@ class EventStream:
                 item, getter = getter.result(), None
                 if item is None:
                     return
-                self.events_sent += 1
-                yield item
+                # whatever else is queued goes out in the same write (one send per burst of
+                # events, not one per event: status updates and messages come in bursts)
+                batch = [item]
+                closing = False
+                while not self._queue.empty():
+                    nxt = self._queue.get_nowait()
+                    if nxt is None:
+                        closing = True
+                        break
+                    batch.append(nxt)
+                self.events_sent += len(batch)
+                yield b"".join(batch)
+                if closing:
+                    return
         finally:
             if getter is not None and not getter.done():
                 getter.cancel()

@@ -126,6 +126,7 @@ def format_load(ld: AgentsLoadResult) -> list[str]:
         f"max {ld.status_lag_max_ms:.0f} ms ({ld.status_events} updates)",
         f"      submissions p50 {ld.submit_p50_ms:.1f} ms, p99 {ld.submit_p99_ms:.1f} ms; calls to the master "
         f"(off the loop): {ld.outbound_sent} sent, {ld.outbound_failed} failed, {ld.outbound_dropped} dropped, "
+        f"{ld.outbound_coalesced} repeated acks merged, "
         f"peak queue {ld.outbound_peak_queued}, max wait {ld.outbound_max_lag_ms:.0f} ms",
     ]
     out += [f"    problem: {p}" for p in ld.problems[:3]]

@@ -221,6 +221,7 @@ class AgentsLoadResult:
     outbound_sent: int = 0
     outbound_failed: int = 0
     outbound_dropped: int = 0
+    outbound_coalesced: int = 0  # acknowledgements of re-sent updates answered by one already queued
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -251,7 +252,7 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
     from dl2_mesos.testing.zookeeper import free_port
 
     work = Path(workdir or tempfile.mkdtemp(prefix="dl2-load-"))
-    hub_port, api_port = free_port(), free_port()
+    hub_port = free_port()
     # progress reports at the framework's default interval (the LaunchSpec's progress_interval_s)
     hub = subprocess.Popen([sys.executable, "-m", "dl2_mesos.testing.lightexec", "--port", str(hub_port),
                             "--eps", "0.01"], start_new_session=True)
@@ -273,6 +274,7 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
         for i in range(agents):
             lo = 20000 + i * ports_each
             cluster.add_agent(ports=(lo, lo + ports_each - 1))
+        api_port = free_port()  # after the agents: each of them took an ephemeral port meanwhile
         cfg = load_config(env={}, overrides={
             "master": cluster.master, "zk": "none", "state_dir": str(work / "state"), "policy": "fifo",
             "slot": slot, "offer_wait": "1s", "api": f"127.0.0.1:{api_port}", "launch_timeout": "120s",
@@ -366,7 +368,7 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
             outbound_peak_queued=ob.peak_queued if ob else 0,
             outbound_max_lag_ms=ob.max_lag_seconds * 1000 if ob else 0.0,
             outbound_sent=ob.sent if ob else 0, outbound_failed=ob.failed if ob else 0,
-            outbound_dropped=ob.dropped if ob else 0)
+            outbound_dropped=ob.dropped if ob else 0, outbound_coalesced=ob.coalesced if ob else 0)
     finally:
         if replica is not None:
             replica.stop()

@@ -39,6 +39,9 @@ def executor_command(port: int) -> str:
             "echo \"$MESOS_AGENT_ENDPOINT $MESOS_FRAMEWORK_ID $MESOS_EXECUTOR_ID\" >&3; read -r _ <&3; exit 0'")
 
 
+CALL_TIMEOUT = 60.0  # an agent that does not answer a call within this is given up on
+
+
 class HttpError(OSError):
     """A call to an agent failed (connection, protocol or status)."""
 
@@ -106,6 +109,9 @@ class _AgentHttp:
                 status, headers = await _read_head(reader)
                 async for _ in _body_chunks(reader, headers):
                     pass
+            except asyncio.CancelledError:  # timed out by the caller: the connection is in an unknown state
+                writer.close()
+                raise
             except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
                 writer.close()
                 if reused:
@@ -145,10 +151,11 @@ class _Executor:
 
     async def call(self, body: dict[str, Any]) -> None:
         try:
-            status = await self.http.post({**body, **self._ids()})
+            status = await asyncio.wait_for(self.http.post({**body, **self._ids()}), CALL_TIMEOUT)
             if status >= 300:
                 logger.debug("%s: call answered %d", self.eid, status)
-        except (HttpError, OSError) as exc:
+        except (HttpError, OSError, asyncio.TimeoutError) as exc:
+            self.hub.failed_calls += 1
             logger.debug("%s: call failed: %s", self.eid, exc)
 
     async def status(self, task_id: str, state: str, message: str = "") -> None:
@@ -191,7 +198,7 @@ class _Executor:
             self.tasks[spec.task_id] = spec
             await self.status(spec.task_id, "TASK_RUNNING")
             if spec.role == "worker" and spec.rank == 0:
-                asyncio.ensure_future(self.progress(spec))
+                self.hub.spawn(self.progress(spec))
         elif kind == "KILL":
             tid = event["kill"]["task_id"]["value"]
             self.tasks.pop(tid, None)
@@ -231,9 +238,18 @@ class Hub:
     def __init__(self, eps: float = 0.05, interval: float = 0.0) -> None:
         self.eps, self.interval = eps, interval
         self._agents: dict[str, _AgentHttp] = {}
+        self._tasks: set[asyncio.Task] = set()  # the loop keeps only weak references to tasks
+        self.failed_calls = 0
         self.executors = 0
         self.updates = 0
         self.reports = 0
+
+    def spawn(self, coro: Any) -> asyncio.Task:
+        """Run ``coro`` as a task held until it ends (an unreferenced task can be collected)."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
 
     def agent(self, endpoint: str) -> _AgentHttp:
         """The HTTP client of the agent at ``endpoint`` (host:port), shared by its executors."""

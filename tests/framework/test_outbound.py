@@ -212,3 +212,22 @@ def test_scheduler_hands_the_loop_one_proxy_following_the_driver():
     finally:
         sched.close()
     assert not sched.outbound.running
+
+
+def test_an_acknowledgement_still_queued_is_not_queued_again(outbound):
+    gate = threading.Event()
+    d = RecordingDriver(gate=gate)
+    o = outbound(d)
+    o.killTask({"value": "first"})
+    assert d.entered.wait(5)
+    st = {"task_id": {"value": "t1"}, "uuid": "u1", "state": "TASK_RUNNING"}
+    o.acknowledgeStatusUpdate(st)
+    o.acknowledgeStatusUpdate(dict(st))  # the agent re-sent the update meanwhile
+    o.acknowledgeStatusUpdate({**st, "uuid": "u2"})  # a different update: queued
+    gate.set()
+    assert o.flush(10)
+    assert [a[0]["uuid"] for n, a in d.calls if n == "acknowledgeStatusUpdate"] == ["u1", "u2"]
+    assert o.stats().coalesced == 1
+    o.acknowledgeStatusUpdate(dict(st))  # once sent, a new copy is acknowledged again
+    assert o.flush(10)
+    assert [a[0]["uuid"] for n, a in d.calls if n == "acknowledgeStatusUpdate"] == ["u1", "u2", "u1"]
