@@ -192,6 +192,12 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
     # global values with a trailing 1 (the biases' row of Wg); only 0, 1 and 3 change in a window
     g = np.zeros(_G + 1, dtype=np.float64)
     g32 = np.zeros(_G, dtype=np.float32)
+    # Placing demand d lowers the free CPU and GPU fractions (g[0], g[1]) by d / capacity, so
+    # the global part g @ Wg changes by a fixed vector per distinct demand.
+    dfrac = np.array([[d.cpus / cap0 if cap0 else 0.0, d.gpus / cap1 if cap1 else 0.0]
+                      for d in ctx._demands], dtype=np.float64).reshape(-1, 2)
+    placed_delta = list(-(dfrac @ Wg[:2]))
+    # pre-activations of the heads, kept current: window sum + global part
     pre = np.empty(6 + hidden, dtype=np.float64)  # [unused | context part | void layer 1]
     ctx_part, void_pre = pre[3:6], pre[6:]
     act = np.empty(hidden, dtype=np.float64)
@@ -202,29 +208,30 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
         project = kernel.projector(k)
         rows = np.ones((k, static.shape[1]), dtype=np.float32)  # with the trailing 1
         rows[:, :-1] = ctx.job_rows(window)
-        U = np.stack([project(r) for r in rows])  # k x (6 + H)
-        Urows = list(U)  # row views
-        S = U.sum(axis=0, dtype=np.float64)  # (its first 3 entries are not used)
+        Urows = [project(r) for r in rows]  # each job's current projection (6 + H)
+        U = np.stack(Urows)
         full = ctx.mask(window)
         jm = full[: 3 * k].reshape(k, 3)  # view: the job part of the mask
-        JP = U[:, :3]  # view: own job parts (kept current through Urows)
         # masked job parts (float64, like the context part they are added to): + context part =
         # masked logits
-        JPm = np.where(jm, JP, _NEG_INF).astype(np.float64)
-        vals = np.empty_like(JPm)  # the masked job logits of an inference
+        JPm = np.where(jm, U[:, :3], _NEG_INF).astype(np.float64)
+        # the masked job logits of an inference, rounded to float32 like the network's output,
+        # so that logits equal in float32 tie as they do in a forward pass (first column wins)
+        vals = np.empty(JPm.shape, dtype=np.float32)
         all_valid = jm.all(axis=1).tolist()
         version = ctx.fit_version
         any_valid = bool(jm.any())
         ctx.write_global_features(g32, w_index)  # float32 values, as the network input has them
         g[:_G] = g32
         g[_G] = 1.0
+        np.dot(g, Wg, out=pre)
+        pre += U.sum(axis=0, dtype=np.float64)  # (its first 3 entries are not used)
+        waiting = ctx._waiting
         while budget > 0:
             if not any_valid:
                 break  # nothing can be added in this window: no decision to learn from
-            np.dot(g, Wg, out=pre)
-            pre += S
             np.maximum(void_pre, zero, out=act)
-            v = act.dot(w2) + b2
+            v = np.float32(act.dot(w2) + b2)
             np.add(JPm, ctx_part, out=vals)
             a = int(vals.argmax())
             budget -= 1
@@ -239,12 +246,7 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
                 steps.append(Step(x, full if record else _NO_MASK, a, job_ids[i]))
             if not place(i, kind):  # pragma: no cover - the mask said it fits
                 raise RuntimeError(f"masked-in action {a} could not be placed")
-            # free capacity and waiting jobs changed (write_global_features' changing values; the
-            # network input has them rounded to float32, a difference far below the rounding of
-            # the matrix products)
-            g[0] = free[0] / cap0 if cap0 else 0.0
-            g[1] = free[1] / cap1 if cap1 else 0.0
-            g[3] = ctx._waiting / n
+            pre += placed_delta[kinds[i][kind]]  # the free capacity changed
             # the job's new feature row: SlotContext.job_rows for one job, same arithmetic
             p_i, w_i = int(ps[i]), int(w[i])
             pv, wv = psl[i], wl[i]
@@ -259,10 +261,15 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
             row[F_WORKERS] = w_i / COUNT_SCALE
             row[F_CHANGED] = (p_i != ps0l[i]) or (w_i != w0l[i])
             u = project(row)
-            old = Urows[col]
-            np.subtract(u, old, out=old)  # the change (float32) ...
-            S += old  # ... summed in float64
-            old[:] = u
+            pre += u - Urows[col]  # the change (float32), summed in float64
+            Urows[col] = u
+            if ctx._waiting != waiting:  # (rare) a waiting job got its first task: start afresh
+                waiting = ctx._waiting
+                g[0] = free[0] / cap0 if cap0 else 0.0
+                g[1] = free[1] / cap1 if cap1 else 0.0
+                g[3] = waiting / n
+                np.dot(g, Wg, out=pre)
+                pre += np.stack(Urows).sum(axis=0, dtype=np.float64)
             ja = u[:3]  # (windows never share a job)
             # mask: only this job's caps changed, unless some demand stopped fitting anywhere
             if record:  # the recorded step keeps the mask it was decided with
@@ -271,7 +278,7 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
             if ctx.fit_version != version:
                 version = ctx.fit_version
                 full[:] = ctx.mask(window)
-                np.copyto(JPm, np.where(jm, JP, _NEG_INF))
+                np.copyto(JPm, np.where(jm, np.stack(Urows)[:, :3], _NEG_INF))
                 all_valid = jm.all(axis=1).tolist()
                 any_valid = bool(jm.any())
             elif w_i < max_w[i] and p_i < max_ps[i]:  # same valid actions, new logits
