@@ -1,12 +1,12 @@
 """The fast greedy loop against full forward passes on many random states and random networks.
 
 The fast loop computes the network in a rearranged form (see :mod:`dl2_mesos.policy.dl2.greedy`),
-equal to a full forward pass up to float rounding; a decision could differ only where two
-logits tie to within ~1e-6. These sweeps check every step (action, job, recorded input and
-mask) and the final allocation against the numpy and the torch forward passes, over seeded
-random networks of several sizes (independent of the shipped model's weights), random cluster
-states (loaded and empty clusters, many windows, both slot starts) and random head biases so
-that slots run from one step to hundreds.
+equal to a full forward pass up to float rounding; a decision can differ only where two logits
+are within ~1e-7 of each other (see :mod:`.greedy_check`). These sweeps check every step
+(action, job, recorded input and mask) and the final allocation and placement against the numpy
+and the torch forward passes, over seeded random networks of several sizes (independent of the
+shipped model's weights), random cluster states (loaded and empty clusters, many windows, both
+slot starts) and random head biases so that slots run from one step to hundreds.
 """
 
 from __future__ import annotations
@@ -15,19 +15,27 @@ import numpy as np
 import pytest
 import torch
 
-from dl2_mesos.placement import place
 from dl2_mesos.policy.dl2.agent import NetChooser, run_slot, run_slot_greedy
 from dl2_mesos.policy.dl2.config import DL2Config
 from dl2_mesos.policy.dl2.network import ActorCritic, NumpyActor
 
 from .golden_states import seeded_state
+from .greedy_check import assert_same_steps
+
+
+def _torch_logits(actor):
+    def logits(x):
+        with torch.inference_mode():
+            return actor(torch.from_numpy(x)[None])[0].numpy()
+
+    return logits
 
 
 def _torch_greedy(actor):
+    logits = _torch_logits(actor)
+
     def choose(x, mask, ctx, window):
-        with torch.inference_mode():
-            logits = actor(torch.from_numpy(x)[None])[0].numpy()
-        return int(np.where(mask, logits, -np.inf).argmax())
+        return int(np.where(mask, logits(x), -np.inf).argmax())
 
     return choose
 
@@ -52,42 +60,42 @@ def _random_case(seed: int, big: bool = False):
     return net, state
 
 
-def _assert_same_steps(ref, fast, state):
-    (a1, s1), (a2, s2) = ref, fast
-    assert [s.action for s in s1] == [s.action for s in s2]
-    assert [s.job_id for s in s1] == [s.job_id for s in s2]
-    assert a1 == a2
-    assert place(a1, state) == place(a2, state)
-
-
 @pytest.mark.parametrize("block", range(10))
 def test_same_steps_as_numpy_forward_passes_on_random_states(block):
-    steps = 0
+    steps = parted = 0
     for seed in range(1000 + 10 * block, 1010 + 10 * block):
         net, state = _random_case(seed)
+        fast_actor = NumpyActor(net.actor)
         ref = run_slot(state, net.cfg, NetChooser(net.actor, sample=False))
-        fast = run_slot_greedy(state, net.cfg, NumpyActor(net.actor), record=True)
-        _assert_same_steps(ref, fast, state)
-        assert all(np.array_equal(x.features, y.features) and np.array_equal(x.mask, y.mask)
-                   for x, y in zip(ref[1], fast[1])), seed
+        fast = run_slot_greedy(state, net.cfg, fast_actor, record=True)
+        if assert_same_steps(ref, fast, state, fast_actor.logits):
+            assert all(np.array_equal(x.features, y.features) and np.array_equal(x.mask, y.mask)
+                       for x, y in zip(ref[1], fast[1])), seed
+        else:
+            parted += 1
         steps += len(ref[1])
     assert steps > 100, "the random cases make decisions"
+    assert parted <= 1, "near-ties are rare (about one step in 40,000)"
 
 
 @pytest.mark.parametrize("block", range(2))
 def test_same_steps_as_torch_forward_passes_on_random_states(block):
     torch.set_num_threads(1)
+    parted = 0
     for seed in range(2000 + 8 * block, 2008 + 8 * block):
         net, state = _random_case(seed)
         ref = run_slot(state, net.cfg, _torch_greedy(net.actor))
-        _assert_same_steps(ref, run_slot_greedy(state, net.cfg, NumpyActor(net.actor)), state)
+        fast = run_slot_greedy(state, net.cfg, NumpyActor(net.actor))
+        parted += not assert_same_steps(ref, fast, state, _torch_logits(net.actor))
+    assert parted <= 1, "near-ties are rare"
 
 
 @pytest.mark.parametrize("seed", [3000, 3001, 3002])
 def test_same_steps_with_the_default_network_size(seed):
     """J = 40, 2 x 256 (the shipped architecture), random weights."""
     net, state = _random_case(seed, big=True)
+    fast_actor = NumpyActor(net.actor)
     ref = run_slot(state, net.cfg, NetChooser(net.actor, sample=False))
-    fast = run_slot_greedy(state, net.cfg, NumpyActor(net.actor))
-    _assert_same_steps(ref, fast, state)
+    fast = run_slot_greedy(state, net.cfg, fast_actor)
+    assert_same_steps(ref, fast, state, fast_actor.logits)
     assert len(ref[1]) > 5
