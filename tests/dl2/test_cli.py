@@ -45,3 +45,28 @@ def test_cli_errors_are_clear(tmp_path):
     assert res.exit_code != 0 and "unknown teacher" in res.output
     res = r.invoke(main, ["train", "rl", "--train-seeds", "1-5", "--val-seeds", "5"])
     assert res.exit_code != 0 and "overlap" in res.output
+
+
+def test_evaluate_prints_the_lower_bound_per_seed(tmp_path):
+    r = CliRunner()
+    out = tmp_path / "eval.json"
+    res = r.invoke(main, ["evaluate", "--policies", "drf,srtf-gain", "--seeds", "101-102", "--preset", "tiny",
+                          "--workers", "1", "--per-seed", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    b = doc["bound"]
+    assert set(b["per_seed"]) == {"101", "102"} and b["avg_jct"] > 0
+    for name in ("drf", "srtf-gain"):
+        assert doc["ratios"][name]["vs_bound"] >= 1.0 - 1e-9  # nothing beats the lower bound
+    assert "no-queueing lower bound" in res.output
+    assert any(line.split()[:1] == ["101"] for line in res.output.splitlines())
+
+
+def test_mixed_preset_options_reject_unknown_presets():
+    r = CliRunner()
+    res = r.invoke(main, ["train", "sl", "--teacher", "drf", "--also", "nowhere=1-2"])
+    assert res.exit_code != 0 and "unknown preset" in res.output
+    res = r.invoke(main, ["train", "sl", "--teacher", "drf", "--also", "small"])
+    assert res.exit_code != 0 and "PRESET=SEEDS" in res.output
+    res = r.invoke(main, ["train", "rl", "--preset", "reference,nowhere"])
+    assert res.exit_code != 0 and "unknown preset" in res.output
