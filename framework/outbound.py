@@ -47,6 +47,7 @@ class OutboundStats:
     blocked_seconds: float  # time callers spent waiting for room (backpressure)
     max_lag_seconds: float  # longest time a call waited in the queue before it was made
     coalesced: int = 0  # acknowledgements not queued twice (same update re-sent while one waited)
+    call_seconds: float = 0.0  # time spent in the driver's calls (HTTP round trips), all together
 
 
 def _ack_key(name: str, args: tuple) -> tuple[str, str] | None:
@@ -96,6 +97,7 @@ class OutboundDriver:
         self._dropped_after_stop = 0
         self._pending_acks: set[tuple[str, str]] = set()  # (task id, uuid) of queued acknowledgements
         self._coalesced = 0
+        self._call_seconds = 0.0
         self._max_lag = 0.0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -135,7 +137,7 @@ class OutboundDriver:
             if self._stopping:
                 # the term is over (driver stopped); the next leader reconciles
                 if not self._dropped_after_stop:
-                    logger.warning("outbound calls after stop are dropped (first: %s)", name)
+                    logger.info("outbound calls after stop are dropped (first: %s)", name)
                 self._dropped_after_stop += 1
                 self._dropped += 1
                 return False
@@ -191,7 +193,7 @@ class OutboundDriver:
     def stats(self) -> OutboundStats:
         with self._cond:
             return OutboundStats(len(self._queue), self._peak, self._sent, self._failed, self._dropped,
-                                 self._blocked, self._max_lag, self._coalesced)
+                                 self._blocked, self._max_lag, self._coalesced, self._call_seconds)
 
     # -- the sender thread -----------------------------------------------------------------------
     def _run(self) -> None:
@@ -207,6 +209,16 @@ class OutboundDriver:
                         self._stopping = True
                         self._cond.notify_all()
                         return
+                if self._driver_stopped():
+                    # the term ended with calls still queued: the master has closed this
+                    # framework's subscription, so they could only fail; the next leader reconciles
+                    logger.info("driver stopped: %d queued calls to the master dropped", len(self._queue))
+                    self._dropped += len(self._queue)
+                    self._queue.clear()
+                    self._pending_acks.clear()
+                    self._stopping = True
+                    self._cond.notify_all()
+                    return
                 call = self._queue.popleft()
                 self._pending_acks.discard(_ack_key(call.name, call.args))
                 self._in_flight += 1
@@ -245,10 +257,12 @@ class OutboundDriver:
         else:
             self._sent += 1
             self._count(call.name, "ok")
+        spent = time.perf_counter() - t0
+        self._call_seconds += spent
         m = self._metrics
         if m is not None:
             m.outbound_lag.observe(lag)
-            m.outbound_call_latency.observe(time.perf_counter() - t0)
+            m.outbound_call_latency.observe(spent)
 
     def _count(self, name: str, result: str) -> None:
         m = self._metrics

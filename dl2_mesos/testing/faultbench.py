@@ -35,7 +35,8 @@ class FaultBenchReport:
     def ok(self) -> bool:
         return (all(f.ok for f in self.faults)
                 and (self.fuzz is None or (self.fuzz.server_errors == 0 and self.fuzz.unclear_rejections == 0))
-                and (self.burst is None or self.burst.lost == 0))
+                and (self.burst is None or self.burst.lost == 0)
+                and (self.load is None or (self.load.lost == 0 and not self.load.problems)))
 
 
 def run_fault_bench(scenarios: list[str] | None = None, fuzz_cases: int = 1000, burst: int = 1000,
@@ -127,7 +128,8 @@ def format_load(ld: AgentsLoadResult) -> list[str]:
         f"      submissions p50 {ld.submit_p50_ms:.1f} ms, p99 {ld.submit_p99_ms:.1f} ms; calls to the master "
         f"(off the loop): {ld.outbound_sent} sent, {ld.outbound_failed} failed, {ld.outbound_dropped} dropped, "
         f"{ld.outbound_coalesced} repeated acks merged, "
-        f"peak queue {ld.outbound_peak_queued}, max wait {ld.outbound_max_lag_ms:.0f} ms",
+        f"peak queue {ld.outbound_peak_queued}, max wait {ld.outbound_max_lag_ms:.0f} ms, "
+        f"{ld.outbound_call_mean_ms:.1f} ms per call",
     ]
     out += [f"    problem: {p}" for p in ld.problems[:3]]
     return out

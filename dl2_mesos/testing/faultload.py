@@ -222,6 +222,7 @@ class AgentsLoadResult:
     outbound_failed: int = 0
     outbound_dropped: int = 0
     outbound_coalesced: int = 0  # acknowledgements of re-sent updates answered by one already queued
+    outbound_call_mean_ms: float = 0.0  # one call's HTTP round trip to the master, on average
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -237,7 +238,11 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
 
     The framework runs in this process (a real :class:`Replica` with the real pymesos driver), the
     local cluster and the hub in their own processes. Slot decisions (policy + placement + launch
-    planning, ``SchedulerCore.decide``) and OFFERS events (``SchedulerCore.handle``) are timed.
+    planning, ``SchedulerCore.decide``), OFFERS and UPDATE events (``SchedulerCore.handle``) are
+    timed; an update's lag runs from the executor's timestamp until the loop handles it (it
+    includes the agent's re-sends of updates whose acknowledgement is still queued). The calls to
+    the master come from the outbound queue's counters (:mod:`dl2_mesos.framework.outbound`).
+    Executors report progress at the framework's default interval (5 s).
     """
     import subprocess
     import sys
@@ -368,7 +373,8 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
             outbound_peak_queued=ob.peak_queued if ob else 0,
             outbound_max_lag_ms=ob.max_lag_seconds * 1000 if ob else 0.0,
             outbound_sent=ob.sent if ob else 0, outbound_failed=ob.failed if ob else 0,
-            outbound_dropped=ob.dropped if ob else 0, outbound_coalesced=ob.coalesced if ob else 0)
+            outbound_dropped=ob.dropped if ob else 0, outbound_coalesced=ob.coalesced if ob else 0,
+            outbound_call_mean_ms=ob.call_seconds / max(1, ob.sent + ob.failed) * 1000 if ob else 0.0)
     finally:
         if replica is not None:
             replica.stop()

@@ -231,3 +231,19 @@ def test_an_acknowledgement_still_queued_is_not_queued_again(outbound):
     o.acknowledgeStatusUpdate(dict(st))  # once sent, a new copy is acknowledged again
     assert o.flush(10)
     assert [a[0]["uuid"] for n, a in d.calls if n == "acknowledgeStatusUpdate"] == ["u1", "u2", "u1"]
+
+
+def test_calls_still_queued_when_the_driver_stops_are_dropped(outbound):
+    gate = threading.Event()
+    d = RecordingDriver(gate=gate)
+    o = outbound(d)
+    o.killTask({"value": "in-flight"})
+    assert d.entered.wait(5)
+    for i in range(5):
+        o.killTask({"value": f"t{i}"})
+    d.aborted = True  # the term ended: pymesos driver stopped while calls were queued
+    gate.set()
+    o._thread.join(5)
+    assert not o.running
+    assert [a[0]["value"] for _, a in d.calls] == ["in-flight"]
+    assert o.stats().dropped == 5
