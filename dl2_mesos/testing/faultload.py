@@ -7,6 +7,9 @@
 * :func:`api_burst`: N concurrent job submissions to a live ``dl2 framework`` replica; every
   submission must be accepted (201, then listed) or refused with a 4xx/503 and a reason. p50/p99
   latency of the submissions.
+* :func:`agents_load`: many jobs on many local agents with light executors
+  (:mod:`dl2_mesos.testing.lightexec`): time until all run, slot decision, OFFERS and UPDATE
+  handling latencies, status lag, the outbound call queue, jobs lost.
 """
 
 from __future__ import annotations

@@ -32,4 +32,7 @@ def test_many_jobs_on_many_agents_all_running(tmp_path):
     print(f"load: {res}")
     assert not res.problems, res.problems
     assert res.running == 120 and res.seconds_to_all_running is not None
+    assert res.accepted == 120 and res.lost == 0
     assert res.decisions >= 2 and res.offer_events > 0 and res.offers >= 60
+    # every TASK_RUNNING reached the loop (2 tasks per job); calls to the master left the loop thread
+    assert res.status_events >= 240 and res.outbound_sent > 0 and res.outbound_dropped == 0
