@@ -143,7 +143,9 @@ class GreedyKernel:
         the projections: the network's output rearranged (for tests)."""
         k = rows.shape[0]
         project = self.projector(k)
-        u = np.stack([project(np.append(r, np.float32(1.0))) for r in rows.astype(np.float32)]).astype(np.float64)
+        aug = np.ones((k, rows.shape[1] + 1), dtype=np.float32)  # rows with the trailing 1
+        aug[:, :-1] = rows
+        u = np.stack([project(r) for r in aug]).astype(np.float64)
         pre = u.sum(axis=0) + np.append(g.astype(np.float64), 1.0) @ self.Wg
         void = np.maximum(pre[6:], 0.0) @ self.w2 + self.b2
         return np.append((u[:, :3] + pre[3:6]).ravel(), void)

@@ -68,7 +68,8 @@ def test_the_step_check_catches_a_different_network():
     state = seeded_state(20, 40, seed=3)
     ref = run_slot(state, net.cfg, NetChooser(net.actor, sample=False))
     assert len(ref[1]) > 50
-    assert_same_steps(ref, run_slot_greedy(state, net.cfg, NumpyActor(net.actor)), state, NumpyActor(net.actor).logits)
+    fast = NumpyActor(net.actor)
+    assert_same_steps(ref, run_slot_greedy(state, net.cfg, fast), state, fast.logits)
     with torch.no_grad():
         net.actor.job_head.bias[1] += 0.05  # +PS a little more attractive
     with pytest.raises(AssertionError):
