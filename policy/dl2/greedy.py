@@ -216,12 +216,10 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
         U = np.stack(Urows)
         full = ctx.mask(window)
         jm = full[: 3 * k].reshape(k, 3)  # view: the job part of the mask
-        # masked job parts (float64, like the context part they are added to): + context part =
-        # masked logits
-        JPm = np.where(jm, U[:, :3], _NEG_INF).astype(np.float64)
-        # the masked job logits of an inference, rounded to float32 like the network's output,
+        # masked job parts: + context part = masked logits, in float32 like the network's output,
         # so that logits equal in float32 tie as they do in a forward pass (first column wins)
-        vals = np.empty(JPm.shape, dtype=np.float32)
+        JPm = np.where(jm, U[:, :3], _NEG_INF)
+        vals = np.empty_like(JPm)
         all_valid = jm.all(axis=1).tolist()
         version = ctx.fit_version
         any_valid = bool(jm.any())
@@ -236,7 +234,7 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
                 break  # nothing can be added in this window: no decision to learn from
             np.maximum(void_pre, zero, out=act)
             v = np.float32(act.dot(w2) + b2)
-            np.add(JPm, ctx_part, out=vals)
+            np.add(JPm, ctx_part.astype(np.float32), out=vals)
             a = int(vals.argmax())
             budget -= 1
             x = ctx.features(window, w_index) if record else _NO_FEATURES
