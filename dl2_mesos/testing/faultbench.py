@@ -85,7 +85,7 @@ class _NoHdfs:
 def format_report(r: FaultBenchReport) -> str:
     """The table printed by ``dl2 bench faults``."""
     lines = ["fault                              recovery (s)  jobs finished  checkpoints intact",
-             "---------------------------------  ------------  -------------  ------------------"]
+             "---------------------------------  ------------  -------------  ------------------"] if r.faults else []
     for f in r.faults:
         rec = f"{f.recovery_s:.1f}" if f.recovery_s is not None else "no recovery"
         ck = f"yes ({f.checkpoints} verified)" if f.checkpoints_ok else "NO"
