@@ -1,0 +1,60 @@
+"""The loop handles what is already queued before it rebuilds the API view (one view per batch),
+still answers every command only after a view that shows it, and stops at a Stop in a batch."""
+
+from __future__ import annotations
+
+import queue
+
+from dl2_mesos.jobs import JobSpec
+from dl2_mesos.framework import events as ev
+from dl2_mesos.framework.loop import SchedulingLoop
+
+from .conftest import Harness
+
+
+class CountingViews:
+    """Wraps the core's view() to count how often the loop rebuilds it."""
+
+    def __init__(self, core) -> None:  # noqa: ANN001
+        self.n = 0
+        self._view = core.view
+        core.view = self
+
+    def __call__(self):  # noqa: ANN204
+        self.n += 1
+        return self._view()
+
+
+def test_a_burst_of_submissions_gets_one_view_per_batch_and_every_reply_sees_its_job():
+    h = Harness()
+    q: queue.Queue = queue.Queue()
+    loop = SchedulingLoop(h.core, q)
+    views = CountingViews(h.core)
+    cmds = [ev.SubmitJob(JobSpec(job_type="vgg-16", epochs=3, name=f"b{i}")) for i in range(200)]
+    for c in cmds:  # all queued before the loop starts: they arrive as one burst
+        q.put(c)
+    loop.start()
+    try:
+        ids = [c.reply.result(timeout=30)["id"] for c in cmds]
+        assert all(i in loop.view["jobs"] for i in ids)
+        # one view per event would be 200; batches of up to 0.1 s make it a handful
+        assert views.n < 100, views.n
+    finally:
+        loop.stop()
+    assert not loop.running
+
+
+def test_a_stop_inside_a_batch_ends_the_loop_after_the_events_before_it():
+    h = Harness()
+    q: queue.Queue = queue.Queue()
+    loop = SchedulingLoop(h.core, q)
+    first = ev.SubmitJob(JobSpec(job_type="vgg-16", epochs=3, name="before"))
+    after = ev.SubmitJob(JobSpec(job_type="vgg-16", epochs=3, name="after"))
+    for e in (first, ev.Stop("test"), after):
+        q.put(e)
+    loop.start()
+    loop._thread.join(10)
+    assert not loop.running
+    assert first.reply.result(timeout=1)["name"] == "before"
+    assert not after.reply.done()  # never taken from the queue
+    assert [j["name"] for j in loop.view["jobs"].values()] == ["before"]
