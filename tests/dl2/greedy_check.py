@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import torch
 
 from dl2_mesos.cluster import ClusterState
 from dl2_mesos.placement import place
@@ -36,3 +37,22 @@ def assert_same_steps(ref, fast, state: ClusterState, logits: Callable[[np.ndarr
     assert a1 == a2
     assert place(a1, state) == place(a2, state)
     return True
+
+
+def torch_logits(actor) -> Callable[[np.ndarray], np.ndarray]:
+    """The actor's logits for one feature vector, by a full torch forward pass."""
+    def logits(x: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            return actor(torch.from_numpy(x)[None])[0].numpy()
+
+    return logits
+
+
+def torch_greedy(actor) -> Callable:
+    """Greedy chooser over a full torch forward pass per inference (the slow reference)."""
+    logits = torch_logits(actor)
+
+    def choose(x, mask, ctx, window):
+        return int(np.where(mask, logits(x), -np.inf).argmax())
+
+    return choose

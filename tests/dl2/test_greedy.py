@@ -16,30 +16,12 @@ from dl2_mesos.policy.dl2.slot import BUNDLE, PS, WORKER, SlotContext
 
 from .conftest import make_state
 from .golden_states import CASES, golden_states, seeded_state
-from .greedy_check import assert_same_steps
+from .greedy_check import assert_same_steps, torch_greedy, torch_logits
 
 
 @pytest.fixture(scope="module")
 def shipped() -> DL2Policy:
     return DL2Policy()
-
-
-def _torch_logits(actor):
-    def logits(x):
-        with torch.inference_mode():
-            return actor(torch.from_numpy(x)[None])[0].numpy()
-
-    return logits
-
-
-def _torch_greedy(actor):
-    """Greedy chooser over a full torch forward pass per inference (the slow reference)."""
-    logits = _torch_logits(actor)
-
-    def choose(x, mask, ctx, window):
-        return int(np.where(mask, logits(x), -np.inf).argmax())
-
-    return choose
 
 
 @pytest.mark.parametrize("name", [c[0] for c in CASES])
@@ -55,8 +37,8 @@ def test_shipped_model_decides_like_full_forward_passes(shipped, name):
         assert all(np.array_equal(x.mask, y.mask) for x, y in zip(s1, s2)), "recorded masks"
         assert all(np.array_equal(x.features, y.features) for x, y in zip(s1, s2)), "recorded inputs"
     if name in ("loaded-30-on-13", "full-50-on-8"):
-        torch_ref = run_slot(state, cfg, _torch_greedy(shipped.net.actor))
-        assert_same_steps(torch_ref, (a2, s2), state, _torch_logits(shipped.net.actor))
+        torch_ref = run_slot(state, cfg, torch_greedy(shipped.net.actor))
+        assert_same_steps(torch_ref, (a2, s2), state, torch_logits(shipped.net.actor))
 
 
 def test_the_step_check_catches_a_different_network():

@@ -20,24 +20,8 @@ from dl2_mesos.policy.dl2.config import DL2Config
 from dl2_mesos.policy.dl2.network import ActorCritic, NumpyActor
 
 from .golden_states import seeded_state
-from .greedy_check import assert_same_steps
+from .greedy_check import assert_same_steps, torch_greedy, torch_logits
 
-
-def _torch_logits(actor):
-    def logits(x):
-        with torch.inference_mode():
-            return actor(torch.from_numpy(x)[None])[0].numpy()
-
-    return logits
-
-
-def _torch_greedy(actor):
-    logits = _torch_logits(actor)
-
-    def choose(x, mask, ctx, window):
-        return int(np.where(mask, logits(x), -np.inf).argmax())
-
-    return choose
 
 
 def _random_case(seed: int, big: bool = False):
@@ -84,9 +68,9 @@ def test_same_steps_as_torch_forward_passes_on_random_states(block):
     parted = 0
     for seed in range(2000 + 8 * block, 2008 + 8 * block):
         net, state = _random_case(seed)
-        ref = run_slot(state, net.cfg, _torch_greedy(net.actor))
+        ref = run_slot(state, net.cfg, torch_greedy(net.actor))
         fast = run_slot_greedy(state, net.cfg, NumpyActor(net.actor))
-        parted += not assert_same_steps(ref, fast, state, _torch_logits(net.actor))
+        parted += not assert_same_steps(ref, fast, state, torch_logits(net.actor))
     assert parted <= 1, "near-ties are rare"
 
 
