@@ -66,6 +66,16 @@ def outbound():
         assert not o.running
 
 
+
+def _stuck_sender(outbound, call: str, *args, **kwargs):
+    """An outbound driver whose sender is stuck inside ``call(*args)`` until ``gate`` is set."""
+    gate = threading.Event()
+    d = RecordingDriver(gate=gate)
+    o = outbound(d, **kwargs)
+    getattr(o, call)(*args)
+    assert d.entered.wait(5)
+    return d, o, gate
+
 def test_calls_are_made_in_order_on_one_sender_thread(outbound):
     d = RecordingDriver()
     o = outbound(d, name="sender-x")
@@ -83,11 +93,8 @@ def test_calls_are_made_in_order_on_one_sender_thread(outbound):
 
 
 def test_a_slow_master_does_not_block_the_caller(outbound):
-    gate = threading.Event()
-    d = RecordingDriver(gate=gate)
-    o = outbound(d)
-    o.declineOffer([{"value": "o1"}])
-    assert d.entered.wait(5)  # the sender is stuck in the first call
+    # the sender is stuck in the first call
+    d, o, gate = _stuck_sender(outbound, "declineOffer", [{"value": "o1"}])
     for i in range(50):  # returns at once although the master does not answer
         o.killTask({"value": f"t{i}"})
     assert d.calls == [] and o.stats().queued == 50
@@ -113,11 +120,7 @@ def test_failed_calls_are_logged_and_later_calls_still_made(outbound, caplog):
 
 
 def test_full_queue_applies_backpressure_then_drops_with_an_error(outbound, caplog):
-    gate = threading.Event()
-    d = RecordingDriver(gate=gate)
-    o = outbound(d, maxsize=2, put_timeout=0.2)
-    o.killTask({"value": "in-flight"})
-    assert d.entered.wait(5)
+    d, o, gate = _stuck_sender(outbound, "killTask", {"value": "in-flight"}, maxsize=2, put_timeout=0.2)
     assert o.submit("killTask", {"value": "q1"}) and o.submit("killTask", {"value": "q2"})
     with caplog.at_level(logging.ERROR, logger="dl2_mesos.framework.outbound"):
         assert not o.submit("killTask", {"value": "q3"})  # waited 0.2 s for room, then dropped
@@ -130,11 +133,7 @@ def test_full_queue_applies_backpressure_then_drops_with_an_error(outbound, capl
 
 
 def test_room_freed_by_the_sender_unblocks_a_waiting_caller(outbound):
-    gate = threading.Event()
-    d = RecordingDriver(gate=gate)
-    o = outbound(d, maxsize=1, put_timeout=10)
-    o.killTask({"value": "a"})
-    assert d.entered.wait(5)
+    d, o, gate = _stuck_sender(outbound, "killTask", {"value": "a"}, maxsize=1, put_timeout=10)
     o.killTask({"value": "b"})
     threading.Timer(0.2, gate.set).start()
     assert o.submit("killTask", {"value": "c"})  # waits until the sender takes "b"
@@ -157,11 +156,7 @@ def test_stop_drains_queued_calls_then_refuses_new_ones(outbound):
 
 
 def test_stop_without_drain_discards_the_queue(outbound):
-    gate = threading.Event()
-    d = RecordingDriver(gate=gate)
-    o = outbound(d)
-    o.killTask({"value": "first"})
-    assert d.entered.wait(5)
+    d, o, gate = _stuck_sender(outbound, "killTask", {"value": "first"})
     for i in range(5):
         o.killTask({"value": f"t{i}"})
     threading.Timer(0.2, gate.set).start()
@@ -215,11 +210,7 @@ def test_scheduler_hands_the_loop_one_proxy_following_the_driver():
 
 
 def test_an_acknowledgement_still_queued_is_not_queued_again(outbound):
-    gate = threading.Event()
-    d = RecordingDriver(gate=gate)
-    o = outbound(d)
-    o.killTask({"value": "first"})
-    assert d.entered.wait(5)
+    d, o, gate = _stuck_sender(outbound, "killTask", {"value": "first"})
     st = {"task_id": {"value": "t1"}, "uuid": "u1", "state": "TASK_RUNNING"}
     o.acknowledgeStatusUpdate(st)
     o.acknowledgeStatusUpdate(dict(st))  # the agent re-sent the update meanwhile
@@ -234,11 +225,7 @@ def test_an_acknowledgement_still_queued_is_not_queued_again(outbound):
 
 
 def test_calls_still_queued_when_the_driver_stops_are_dropped(outbound):
-    gate = threading.Event()
-    d = RecordingDriver(gate=gate)
-    o = outbound(d)
-    o.killTask({"value": "in-flight"})
-    assert d.entered.wait(5)
+    d, o, gate = _stuck_sender(outbound, "killTask", {"value": "in-flight"})
     for i in range(5):
         o.killTask({"value": f"t{i}"})
     d.aborted = True  # the term ended: pymesos driver stopped while calls were queued
