@@ -31,6 +31,8 @@ def _model_options(f):
                      help="shared: per-job MLP with shared weights; flat: the paper's MLP over the whole window.")(f)
     f = click.option("--start", type=click.Choice(["current", "zero"]), default="current", show_default=True,
                      help="Slot starts from the running counts (current) or from nothing (zero, the reference).")(f)
+    f = click.option("--actions", type=click.Choice(["grow", "elastic"]), default="elastic", show_default=True,
+                     help="grow: +worker/+PS/+bundle per job (3J+1); elastic: also -worker/-PS/pause (6J+1).")(f)
     return f
 
 
@@ -57,7 +59,7 @@ def train() -> None:
 @click.option("--out", type=click.Path(dir_okay=False), default="runs/sl/sl.pt", show_default=True)
 @_model_options
 def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also, dagger, dagger_epochs, seed, out,
-             window, hidden, layers, arch, start):
+             window, hidden, layers, arch, start, actions):
     """Supervised warm-up: imitate TEACHER's decisions (cross entropy, void labelled)."""
     from tqdm import tqdm
 
@@ -71,7 +73,7 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
         raise click.BadParameter(f"unknown teacher {teacher!r}; known: "
                                  f"{', '.join(n for n in policy_names() if n != 'dl2')}", param_hint="--teacher")
     try:
-        mcfg = DL2Config(window=window, hidden=hidden, layers=layers, arch=arch, start=start)
+        mcfg = DL2Config(window=window, hidden=hidden, layers=layers, arch=arch, start=start, actions=actions)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     seed_list = _seeds(seeds, "--seeds")
@@ -144,7 +146,7 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
 def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iteration, updates, epsilon,
              no_exploration, no_replay, no_critic, per_job_reward, lr_actor, lr_critic, gamma, lam, batch_size,
              replay_size, entropy_start, entropy_end, entropy_half_life, train_seeds, val_seeds, eval_every,
-             max_slots, seed, tensorboard, window, hidden, layers, arch, start):
+             max_slots, seed, tensorboard, window, hidden, layers, arch, start, actions):
     """Actor-critic RL in the simulator (parallel workers, replay, job-aware exploration)."""
     from tqdm import tqdm
 
@@ -171,7 +173,7 @@ def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iterat
                        episodes_per_iteration=episodes_per_iteration, updates_per_iteration=updates,
                        epsilon=0.0 if no_exploration else epsilon, train_seeds=tuple(tr), eval_seeds=tuple(va),
                        eval_every=eval_every, max_slots=max_slots, seed=seed, learner=lcfg, tensorboard=tensorboard)
-        mcfg = DL2Config(window=window, hidden=hidden, layers=layers, arch=arch, start=start)
+        mcfg = DL2Config(window=window, hidden=hidden, layers=layers, arch=arch, start=start, actions=actions)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     bar = tqdm(total=iterations, desc="RL", unit="it")

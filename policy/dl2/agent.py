@@ -41,7 +41,8 @@ def run_slot(state: ClusterState, cfg: DL2Config, choose: Chooser) -> tuple[Allo
     """Decide one slot with ``choose``; returns the allocation and every inference made."""
     ctx = SlotContext(state, cfg)
     steps: list[Step] = []
-    void = 3 * cfg.window
+    void = cfg.void
+    K = cfg.per_job
     budget = cfg.max_steps_per_slot
     for w_index, window in enumerate(ctx.windows):
         while budget > 0:
@@ -56,9 +57,10 @@ def run_slot(state: ClusterState, cfg: DL2Config, choose: Chooser) -> tuple[Allo
             if a == void:
                 steps.append(Step(x, mask, a, None))
                 break
-            job_id = ctx.job_ids[int(window[a // 3])]
+            job_id = ctx.job_ids[int(window[a // K])]
             steps.append(Step(x, mask, a, job_id))
             ctx.apply(window, a)
+    ctx.ensure_progress()
     return ctx.allocation(), steps
 
 
@@ -85,14 +87,15 @@ def bad_state_action(ctx: SlotContext, window: np.ndarray, mask: np.ndarray) -> 
     Workers but no PS -> +PS; PS but no worker -> +worker; workers/PS or PS/workers above 10 ->
     add the scarce role. Returns None when no window job is in a bad state (or its fix is masked).
     """
+    K = ctx.K
     for col, i in enumerate(window):
         p, w = int(ctx.ps[i]), int(ctx.w[i])
         if ctx.max_ps[i] == 0:
             continue  # all-reduce job: no PS to balance
         if w > 0 and (p == 0 or w / p > BAD_RATIO):
-            a = 3 * col + PS
+            a = K * col + PS
         elif p > 0 and (w == 0 or p / w > BAD_RATIO):
-            a = 3 * col + WORKER
+            a = K * col + WORKER
         else:
             continue
         if mask[a]:

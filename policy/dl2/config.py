@@ -17,6 +17,8 @@ SCHEMA_VERSION = 4
 
 ARCHS = ("shared", "flat")
 STARTS = ("current", "zero")
+#: action spaces and their actions per job column (see :mod:`~dl2_mesos.policy.dl2.slot`)
+ACTION_SPACES = {"grow": 3, "elastic": 6}
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,9 @@ class DL2Config:
             (keeping them costs no restart), ``"zero"`` = rebuilt from nothing with a starter
             bundle per job, as in the reference.
         max_steps_per_slot: safety bound on inferences in one slot.
+        actions: ``"grow"`` = per job +worker, +PS, +bundle (3J + 1 actions; a job is never
+            shrunk); ``"elastic"`` = those plus -worker, -PS and pause (6J + 1 actions), so the
+            policy can also take capacity back (restart cost charged by the simulator).
     """
 
     window: int = 40
@@ -42,6 +47,7 @@ class DL2Config:
     arch: str = "shared"
     start: str = "current"
     max_steps_per_slot: int = 20000
+    actions: str = "grow"
 
     def __post_init__(self) -> None:
         if not isinstance(self.window, int) or self.window < 1:
@@ -54,10 +60,22 @@ class DL2Config:
             raise ConfigError(f"arch must be one of {ARCHS}, got {self.arch!r}")
         if self.start not in STARTS:
             raise ConfigError(f"start must be one of {STARTS}, got {self.start!r}")
+        if self.actions not in ACTION_SPACES:
+            raise ConfigError(f"actions must be one of {tuple(ACTION_SPACES)}, got {self.actions!r}")
 
     @property
     def num_actions(self) -> int:
-        return 3 * self.window + 1
+        return self.per_job * self.window + 1
+
+    @property
+    def per_job(self) -> int:
+        """Actions per job column (3 for ``grow``, 6 for ``elastic``)."""
+        return ACTION_SPACES[self.actions]
+
+    @property
+    def void(self) -> int:
+        """Index of the void action (the last one)."""
+        return self.per_job * self.window
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

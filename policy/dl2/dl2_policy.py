@@ -100,5 +100,5 @@ class DL2Policy:
             torch.set_num_threads(threads)
         # (the slot context validated the allocation against the state when it built it)
         if self.recorder is not None:
-            self.recorder.record_decision(state, steps, alloc, self.version)
+            self.recorder.record_decision(state, steps, alloc, self.version, per_job=self.config.per_job)
         return alloc

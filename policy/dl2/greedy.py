@@ -53,7 +53,7 @@ from dl2_mesos.policy.dl2.features import (
     NUM_GLOBAL_FEATURES,
 )
 from dl2_mesos.policy.dl2.network import NumpyActor
-from dl2_mesos.policy.dl2.slot import PS, WORKER, SlotContext
+from dl2_mesos.policy.dl2.slot import SlotContext
 
 _NO_FEATURES = np.zeros(0, dtype=np.float32)
 _NO_MASK = np.zeros(0, dtype=bool)
@@ -76,6 +76,7 @@ class GreedyKernel:
         if [op[0] for op in fast.void_head] != ["linear", "relu", "linear"] or len(fast.job_head) != 1:
             raise ValueError("unsupported head layers")
         f32, f64 = np.float32, np.float64
+        K = self.K = int(fast.job_head[0][1].shape[1])  # actions per job
         # hidden layers with the bias as the weight row of a trailing constant 1 input
         self.layers = [np.vstack([op[1], op[2][None, :]]).astype(f32) for op in fast.enc if op[0] == "linear"]
         _, ln_w, ln_b, eps = fast.enc[-1]
@@ -83,7 +84,7 @@ class GreedyKernel:
         hidden = self.hidden = int(ln_w.shape[0])
         _, Wj, bj = fast.job_head[0]  # (2H + G) x 3, reads [h, pooled, g]
         (_, V1, c1), _, (_, V2, c2) = fast.void_head  # (H + G) x H, then H x 1; reads [pooled, g]
-        # projection of a hidden vector: [own job part (3) | context part (3) | void layer 1 (H)]
+        # projection of a hidden vector: [own job part (K) | context part (K) | void layer 1 (H)]
         M = np.concatenate([Wj[:hidden], Wj[hidden : 2 * hidden], V1[:hidden]], axis=1).astype(f64)
         #: the LayerNorm weight folded into the projection
         self.Mw = (ln_w.astype(f64)[:, None] * M).astype(f32)
@@ -91,19 +92,19 @@ class GreedyKernel:
         # the biases: its own-job part is added to every job's logits like the context part,
         # and the mean of the pooled parts over the window is the pooled part itself.
         bM = ln_b.astype(f64) @ M
-        # global part of [0 (3) | context (3) | void layer 1 (H)], biases as the row of a trailing 1
-        Wg = np.zeros((_G + 1, 6 + hidden), dtype=f64)
-        Wg[:_G, 3:6] = Wj[2 * hidden :]
-        Wg[:_G, 6:] = V1[hidden:]
-        Wg[_G, 3:6] = bj + bM[3:6] + bM[:3]
-        Wg[_G, 6:] = c1 + bM[6:]
+        # global part of [0 (K) | context (K) | void layer 1 (H)], biases as the row of a trailing 1
+        Wg = np.zeros((_G + 1, 2 * K + hidden), dtype=f64)
+        Wg[:_G, K : 2 * K] = Wj[2 * hidden :]
+        Wg[:_G, 2 * K :] = V1[hidden:]
+        Wg[_G, K : 2 * K] = bj + bM[K : 2 * K] + bM[:K]
+        Wg[_G, 2 * K :] = c1 + bM[2 * K :]
         self.Wg = Wg
         self.w2 = V2[:, 0].astype(f64)
         self.b2 = float(c2[0])
         self._scaled: dict[int, np.ndarray] = {}  # window size k -> Mw with its pooled part / k
 
     def projector(self, k: int):
-        """A function ``row -> u`` for a window of ``k`` jobs: ``u[:3]`` is the job's own part
+        """A function ``row -> u`` for a window of ``k`` jobs: ``u[:K]`` is the job's own part
         of its logits, ``u[3:]`` its share (1/k) of the window's pooled parts (float32).
 
         ``row`` is a job feature row with a trailing 1 (F + 1). Every job goes through this
@@ -120,7 +121,7 @@ class GreedyKernel:
         Mw = self._scaled.get(k)
         if Mw is None:  # (windows are mostly full: one or two sizes per slot)
             scale = np.full(self.Mw.shape[1], 1.0 / k)
-            scale[:3] = 1.0
+            scale[: self.K] = 1.0
             Mw = self._scaled[k] = (self.Mw * scale).astype(np.float32)
         eps = self.eps
         sqrt = math.sqrt
@@ -140,7 +141,7 @@ class GreedyKernel:
         return project
 
     def logits_of(self, rows: np.ndarray, g: np.ndarray) -> np.ndarray:
-        """Action logits (3k + 1,) of a window's k job rows (k x F) and G global values, through
+        """Action logits (Kk + 1,) of a window's k job rows (k x F) and G global values, through
         the projections: the network's output rearranged (for tests)."""
         k = rows.shape[0]
         project = self.projector(k)
@@ -148,8 +149,9 @@ class GreedyKernel:
         aug[:, :-1] = rows
         u = np.stack([project(r) for r in aug]).astype(np.float64)
         pre = u.sum(axis=0) + np.append(g.astype(np.float64), 1.0) @ self.Wg
-        void = np.maximum(pre[6:], 0.0) @ self.w2 + self.b2
-        return np.append((u[:, :3] + pre[3:6]).ravel(), void)
+        K = self.K
+        void = np.maximum(pre[2 * K :], 0.0) @ self.w2 + self.b2
+        return np.append((u[:, :K] + pre[K : 2 * K]).ravel(), void)
 
 
 def kernel_of(fast: NumpyActor) -> GreedyKernel:
@@ -170,41 +172,34 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
 
     keep_steps = keep_steps or record
     kernel = kernel_of(fast)
+    K = kernel.K
+    if K != cfg.per_job:
+        raise ValueError(f"the network has {K} actions per job, the config {cfg.per_job}")
     ctx = SlotContext(state, cfg)
     steps: list[Step] = []
     budget = cfg.max_steps_per_slot
-    void = 3 * cfg.window
+    void = cfg.void
     n = ctx.n
     if n == 0:
         return ctx.allocation(), steps
     Wg, w2, b2 = kernel.Wg, kernel.w2, kernel.b2
     hidden = kernel.hidden
     ps, w, ps0, w0 = ctx.ps, ctx.w, ctx.ps0, ctx.w0
-    max_ps, max_w = ctx.max_ps.tolist(), ctx.max_w.tolist()
     ps0l, w0l = ps0.tolist(), w0.tolist()
     psl, wl, capl, hasl = ctx._psl, ctx._wl, ctx._capl, ctx._hasl
     # feature rows with a trailing 1 (the first layer's bias)
     static = np.ones((n, ctx.static.shape[1] + 1), dtype=np.float32)
     static[:, :-1] = ctx.static
-    fitcount = ctx._fitcount
-    kinds = ctx._kindl
     job_ids = ctx.job_ids
-    place = ctx._place
-    free = ctx._free
     share_scale = float(n)
     active = [r for r in range(3) if hasl[r]]  # resources the cluster has
-    cap0, cap1 = (capl[0] if hasl[0] else 0.0), (capl[1] if hasl[1] else 0.0)
-    # global values with a trailing 1 (the biases' row of Wg); only 0, 1 and 3 change in a window
+    # global values with a trailing 1 (the biases' row of Wg)
     g = np.zeros(_G + 1, dtype=np.float64)
+    g[_G] = 1.0
     g32 = np.zeros(_G, dtype=np.float32)
-    # Placing demand d lowers the free CPU and GPU fractions (g[0], g[1]) by d / capacity, so
-    # the global part g @ Wg changes by a fixed vector per distinct demand.
-    dfrac = np.array([[d.cpus / cap0 if cap0 else 0.0, d.gpus / cap1 if cap1 else 0.0]
-                      for d in ctx._demands], dtype=np.float64).reshape(-1, 2)
-    placed_delta = list(-(dfrac @ Wg[:2]))
-    # pre-activations of the heads, kept current: window sum + global part
-    pre = np.empty(6 + hidden, dtype=np.float64)  # [unused | context part | void layer 1]
-    ctx_part, void_pre = pre[3:6], pre[6:]
+    # pre-activations of the heads: window sum of the projections + global part
+    pre = np.empty(2 * K + hidden, dtype=np.float64)  # [unused | context part | void layer 1]
+    ctx_part, void_pre = pre[K : 2 * K], pre[2 * K :]
     act = np.empty(hidden, dtype=np.float64)
     zero = np.zeros(hidden, dtype=np.float64)
     for w_index, window in enumerate(ctx.windows):
@@ -213,33 +208,29 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
         project = kernel.projector(k)
         rows = np.ones((k, static.shape[1]), dtype=np.float32)  # with the trailing 1
         rows[:, :-1] = ctx.job_rows(window)
-        Urows = [project(r) for r in rows]  # each job's current projection (6 + H)
-        U = np.stack(Urows)
+        Urows = [project(r) for r in rows]  # each job's current projection (2K + H)
+        usum = np.stack(Urows).sum(axis=0, dtype=np.float64)
         full = ctx.mask(window)
-        jm = full[: 3 * k].reshape(k, 3)  # view: the job part of the mask
+        jm = full[: K * k].reshape(k, K)  # view: the job part of the mask
         # masked job parts: + context part = masked logits, in float32 like the network's output,
         # so that logits equal in float32 tie as they do in a forward pass (first column wins)
-        JPm = np.where(jm, U[:, :3], _NEG_INF)
+        JPm = np.where(jm, np.stack(Urows)[:, :K], _NEG_INF)
         vals = np.empty_like(JPm)
-        all_valid = jm.all(axis=1).tolist()
         version = ctx.fit_version
-        any_valid = bool(jm.any())
-        ctx.write_global_features(g32, w_index)  # float32 values, as the network input has them
-        g[:_G] = g32
-        g[_G] = 1.0
-        np.dot(g, Wg, out=pre)
-        pre += U.sum(axis=0, dtype=np.float64)  # (its first 3 entries are not used)
-        waiting = ctx._waiting
         while budget > 0:
-            if not any_valid:
-                break  # nothing can be added in this window: no decision to learn from
+            if not jm.any():
+                break  # nothing can be done in this window: no decision to learn from
+            ctx.write_global_features(g32, w_index)  # float32 values, as the network input has them
+            g[:_G] = g32
+            np.dot(g, Wg, out=pre)
+            pre += usum
             np.maximum(void_pre, zero, out=act)
             v = np.float32(act.dot(w2) + b2)
             np.add(JPm, ctx_part.astype(np.float32), out=vals)
             a = int(vals.argmax())
             budget -= 1
             x = ctx.features(window, w_index) if record else _NO_FEATURES
-            col, kind = divmod(a, 3)
+            col, kind = divmod(a, K)
             if v > vals[col, kind]:  # void is the last action: it wins only when strictly larger
                 if keep_steps:
                     steps.append(Step(x, full if record else _NO_MASK, void, None))
@@ -247,9 +238,7 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
             i = cols[col]
             if keep_steps:
                 steps.append(Step(x, full if record else _NO_MASK, a, job_ids[i]))
-            if not place(i, kind):  # pragma: no cover - the mask said it fits
-                raise RuntimeError(f"masked-in action {a} could not be placed")
-            pre += placed_delta[kinds[i][kind]]  # the free capacity changed
+            ctx.apply_to(i, kind, a)
             # the job's new feature row: SlotContext.job_rows for one job, same arithmetic
             p_i, w_i = int(ps[i]), int(w[i])
             pv, wv = psl[i], wl[i]
@@ -264,38 +253,18 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
             row[F_WORKERS] = w_i / COUNT_SCALE
             row[F_CHANGED] = (p_i != ps0l[i]) or (w_i != w0l[i])
             u = project(row)
-            pre += u - Urows[col]  # the change (float32), summed in float64
+            usum += u - Urows[col]  # the change (float32), summed in float64
             Urows[col] = u
-            if ctx._waiting != waiting:  # (rare) a waiting job got its first task: start afresh
-                waiting = ctx._waiting
-                g[0] = free[0] / cap0 if cap0 else 0.0
-                g[1] = free[1] / cap1 if cap1 else 0.0
-                g[3] = waiting / n
-                np.dot(g, Wg, out=pre)
-                pre += np.stack(Urows).sum(axis=0, dtype=np.float64)
-            ja = u[:3]  # (windows never share a job)
-            # mask: only this job's caps changed, unless some demand stopped fitting anywhere
             if record:  # the recorded step keeps the mask it was decided with
                 full = full.copy()
-                jm = full[: 3 * k].reshape(k, 3)
-            if ctx.fit_version != version:
+                jm = full[: K * k].reshape(k, K)
+            if ctx.fit_version != version:  # some demand started or stopped fitting anywhere
                 version = ctx.fit_version
                 full[:] = ctx.mask(window)
-                np.copyto(JPm, np.where(jm, np.stack(Urows)[:, :3], _NEG_INF))
-                all_valid = jm.all(axis=1).tolist()
-                any_valid = bool(jm.any())
-            elif w_i < max_w[i] and p_i < max_ps[i]:  # same valid actions, new logits
-                JPm[col] = ja if all_valid[col] else np.where(jm[col], ja, _NEG_INF)
-            else:  # a cap was reached: some of this job's actions become invalid
-                kw, kp, kb = kinds[i]
-                can_w, can_p = w_i < max_w[i], p_i < max_ps[i]
-                mw = jm[col, WORKER] = can_w and fitcount[kw] > 0
-                mp = jm[col, PS] = can_p and fitcount[kp] > 0
-                mb = jm[col, 2] = can_w and can_p and fitcount[kb] > 0
-                hm = JPm[col]
-                hm[WORKER] = ja[WORKER] if mw else _NEG_INF
-                hm[PS] = ja[PS] if mp else _NEG_INF
-                hm[2] = ja[2] if mb else _NEG_INF
-                all_valid[col] = mw and mp and mb
-                any_valid = bool(jm.any())
+                JPm = np.where(jm, np.stack(Urows)[:, :K], _NEG_INF)
+                vals = np.empty_like(JPm)
+            else:  # only this job's own actions changed
+                ctx.mask_row(i, jm[col])
+                JPm[col] = np.where(jm[col], u[:K], _NEG_INF)
+    ctx.ensure_progress()
     return ctx.allocation(), steps

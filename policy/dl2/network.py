@@ -4,11 +4,11 @@ Both read the flattened window input of :mod:`~dl2_mesos.policy.dl2.features` (J
 columns followed by G global values). Two architectures (``DL2Config.arch``):
 
 * ``"flat"``: the paper's network: an MLP of ``layers`` x ``hidden`` ReLU units over the whole
-  flattened input, then a linear layer to the 3J + 1 action logits (critic: to one value).
+  flattened input, then a linear layer to the KJ + 1 action logits (K = ``DL2Config.per_job``) (critic: to one value).
 * ``"shared"`` (default): the same ``layers`` x ``hidden`` MLP applied to every job column
   (job features only), weights shared across columns, so what is learnt about one column
   holds for every column and for every window size. A masked mean over the valid columns
-  summarises the window; each job's 3 logits are a linear function of its own hidden vector,
+  summarises the window; each job's K logits are a linear function of its own hidden vector,
   the summary and the global values; the void logit and the critic's value come from an MLP
   over the summary and the global values.
 
@@ -54,7 +54,7 @@ class _SharedTrunk(nn.Module):
 
 
 class Actor(nn.Module):
-    """Policy network: input (B, J*F+G) -> action logits (B, 3J+1), unmasked."""
+    """Policy network: input (B, J*F+G) -> action logits (B, KJ+1), unmasked."""
 
     def __init__(self, cfg: DL2Config) -> None:
         super().__init__()
@@ -65,7 +65,7 @@ class Actor(nn.Module):
             self.head = nn.Linear(cfg.hidden, cfg.num_actions)
         else:
             self.shared = _SharedTrunk(cfg)
-            self.job_head = nn.Linear(2 * cfg.hidden + NUM_GLOBAL_FEATURES, 3)
+            self.job_head = nn.Linear(2 * cfg.hidden + NUM_GLOBAL_FEATURES, cfg.per_job)
             self.void_head = nn.Sequential(
                 nn.Linear(cfg.hidden + NUM_GLOBAL_FEATURES, cfg.hidden), nn.ReLU(), nn.Linear(cfg.hidden, 1)
             )
@@ -78,7 +78,7 @@ class Actor(nn.Module):
         ctx = torch.cat([pooled, g], dim=1).unsqueeze(1).expand(b, J, pooled.shape[1] + g.shape[1])
         job_logits = self.job_head(torch.cat([h, ctx], dim=2))
         void = self.void_head(torch.cat([pooled, g], dim=1))
-        return torch.cat([job_logits.reshape(b, 3 * J), void], dim=1)
+        return torch.cat([job_logits.reshape(b, self.cfg.per_job * J), void], dim=1)
 
 
 class Critic(nn.Module):
@@ -167,7 +167,7 @@ class NumpyActor:
         return x
 
     def logits(self, x):
-        """Action logits (3J + 1,) of one flattened input (J*F + G,)."""
+        """Action logits (KJ + 1,) of one flattened input (J*F + G,)."""
         import numpy as np
 
         if self.cfg.arch == "flat":
@@ -187,12 +187,12 @@ class NumpyActor:
         return self._run(self.enc, rows)
 
     def job_part(self, h):
-        """The hidden-vector part of the job logits (k x H -> k x 3)."""
+        """The hidden-vector part of the job logits (k x H -> k x K)."""
         _, W, b = self.job_head[0]
         return h @ W[: h.shape[-1]]
 
     def context_part(self, pooled, g):
-        """The part of every job's 3 logits that comes from the summary and global values (3,)."""
+        """The part of every job's 3 logits that comes from the summary and global values (K,)."""
         import numpy as np
 
         _, W, b = self.job_head[0]

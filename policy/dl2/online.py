@@ -56,6 +56,7 @@ class SlotExperience:
     job_ids: tuple[str | None, ...]
     reward: float
     job_rewards: tuple[tuple[str, float], ...] = ()
+    per_job: int = 3  # actions per job column (3: grow-only, 6: elastic)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -69,6 +70,7 @@ class SlotExperience:
             "job_ids": list(self.job_ids),
             "reward": self.reward,
             "job_rewards": {k: v for k, v in self.job_rewards},
+            "per_job": self.per_job,
         }
 
     def to_json(self) -> str:
@@ -94,6 +96,7 @@ class SlotExperience:
                 job_ids=tuple(None if j is None else str(j) for j in d["job_ids"]),
                 reward=float(d["reward"]),
                 job_rewards=tuple((str(k), float(v)) for k, v in dict(d.get("job_rewards", {})).items()),
+                per_job=int(d.get("per_job", 3)),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed slot experience: {exc}") from exc
@@ -108,7 +111,7 @@ class SlotExperience:
 
     def to_slot_data(self) -> SlotData:
         """The learner's form (numpy arrays)."""
-        A = 3 * self.window + 1
+        A = self.per_job * self.window + 1
         D = input_size(self.window, "")
         n = len(self.actions)
         feats = np.array(self.features, dtype=np.float32).reshape(n, D)
@@ -134,9 +137,14 @@ class ExperienceRecorder:
         self.window = window
         self._pending: _Pending | None = None
         self.completed: list[SlotExperience] = []
+        self.per_job = 3
 
-    def record_decision(self, state: ClusterState, steps: Sequence[Any], allocation: Allocation, version: int) -> None:
-        """Called by DL2Policy.decide. A still-pending slot without a reward is dropped."""
+    def record_decision(self, state: ClusterState, steps: Sequence[Any], allocation: Allocation, version: int,
+                        per_job: int = 3) -> None:
+        """Called by DL2Policy.decide. A still-pending slot without a reward is dropped.
+
+        ``per_job``: actions per job column of the deciding model (its ``DL2Config.per_job``)."""
+        self.per_job = per_job
         if self._pending is not None:
             logger.warning("slot %d was never completed with a reward; dropping its experience", self._pending.slot)
         before = {j.job_id: (j.epochs_done, j.spec.epochs) for j in state.jobs}
@@ -173,7 +181,7 @@ class ExperienceRecorder:
         r = float(reward) if reward is not None else float(sum(job_rewards.values()))
         window = self.window
         if p.steps:
-            window = (len(p.steps[0].mask) - 1) // 3
+            window = (len(p.steps[0].mask) - 1) // self.per_job
         exp = SlotExperience(
             slot=p.slot,
             model_version=p.version,
@@ -184,6 +192,7 @@ class ExperienceRecorder:
             job_ids=tuple(s.job_id for s in p.steps),
             reward=r,
             job_rewards=tuple(sorted(job_rewards.items())),
+            per_job=self.per_job,
         )
         self._pending = None
         self.completed.append(exp)

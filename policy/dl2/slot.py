@@ -1,8 +1,21 @@
 """One slot's decision state: counts given so far, the placement board, windows, features, masks.
 
-Action layout (3J + 1, the reference's): for window column i, ``3i`` = +1 worker, ``3i + 1`` =
-+1 PS, ``3i + 2`` = +1 PS and +1 worker as a co-located bundle; ``3J`` = void (stop adding in
-this window).
+Action layout (``DL2Config.actions``), K actions per window column i, then void (``KJ``):
+
+* ``"grow"`` (K = 3, the reference's 3J + 1): ``3i`` = +1 worker, ``3i + 1`` = +1 PS,
+  ``3i + 2`` = +1 PS and +1 worker as a co-located bundle; void = stop adding in this window.
+* ``"elastic"`` (K = 6): the same three, then ``6i + 3`` = -1 worker, ``6i + 4`` = -1 PS,
+  ``6i + 5`` = pause (stop all its tasks; it keeps its progress and resumes later at the
+  restart cost). A job moves one way per slot: once grown it cannot shrink in the same slot
+  and vice versa, so a slot's decision always ends. Shrinks never go below the job's minimum
+  (``min_ps``/``min_workers``, at least 1 worker and, for PS jobs, 1 PS); only pause goes to 0.
+
+Starting a job. A job that runs nothing can only be *started*, with the bundle action (``Ki +
+2``), which places its whole minimum (``min_ps`` PS and ``min_workers`` workers, co-located
+pairs first) or nothing at all: no task is ever booked for a job that cannot run (a job left
+below its minimum would hold capacity and train nothing). A start that does not fit blocks
+that job for the rest of the slot. The same rule gives the starter of each job at the slot
+start. PyTorch (all-reduce) jobs have no PS: only worker actions and the start apply.
 
 Starting point of a slot (``DL2Config.start``):
 
@@ -42,17 +55,21 @@ from dl2_mesos.policy.dl2.features import (
 from dl2_mesos.resources import Resources
 
 WORKER, PS, BUNDLE = 0, 1, 2
+SHRINK_WORKER, SHRINK_PS, PAUSE = 3, 4, 5
+
+#: a job's direction of change within the slot
+_GROWN, _SHRUNK, _BLOCKED = 1, -1, -2
 
 
-def void_action(window: int) -> int:
-    return 3 * window
+def void_action(window: int, per_job: int = 3) -> int:
+    return per_job * window
 
 
-def decode_action(action: int, window: int) -> tuple[int, int]:
-    """(column, kind) of a non-void action; kind is WORKER, PS or BUNDLE."""
-    if not 0 <= action < 3 * window:
+def decode_action(action: int, window: int, per_job: int = 3) -> tuple[int, int]:
+    """(column, kind) of a non-void action; kind is WORKER, PS, BUNDLE (or a shrink/pause)."""
+    if not 0 <= action < per_job * window:
         raise ValueError(f"action {action} is not a job action for window {window}")
-    return action // 3, action % 3
+    return action // per_job, action % per_job
 
 
 class SlotContext:
@@ -62,6 +79,8 @@ class SlotContext:
         self.state = state
         self.cfg = config
         self.J = config.window
+        self.K = config.per_job
+        self.elastic = config.actions == "elastic"
         jobs = state.jobs
         n = self.n = len(jobs)
         self.job_ids = [j.job_id for j in jobs]
@@ -72,6 +91,12 @@ class SlotContext:
         self.max_w = np.array([j.spec.max_workers for j in jobs], dtype=np.int64)
         self.min_ps = np.array([j.spec.min_ps for j in jobs], dtype=np.int64)
         self.min_w = np.array([j.spec.min_workers for j in jobs], dtype=np.int64)
+        self.uses_ps = self.max_ps > 0
+        # the smallest size a job may run at: its minimum, at least 1 worker and (PS jobs) 1 PS
+        self.start_ps = np.where(self.uses_ps, np.maximum(self.min_ps, 1), 0)
+        self.start_w = np.maximum(self.min_w, 1)
+        #: +1 grown, -1 shrunk or paused, -2 a start that did not fit (this slot), 0 untouched
+        self.dir = np.zeros(n, dtype=np.int64)
         self.ps_res: list[Resources] = [j.spec.ps for j in jobs]  # type: ignore[misc]
         self.w_res: list[Resources] = [j.spec.worker for j in jobs]  # type: ignore[misc]
         self.b_res = [p + w for p, w in zip(self.ps_res, self.w_res)]
@@ -102,6 +127,9 @@ class SlotContext:
         self._capl = [float(c) for c in self._cap]
         self._hasl = [bool(h) for h in self._has]
         self.board = PlacementBoard(state.agents)
+        # where each job's tasks are (agent positions), per role, to give tasks back on a shrink
+        self._where: list[tuple[list[int], list[int]]] = [([], []) for _ in range(n)]  # (workers, PS)
+        self._row = {j.job_id: i for i, j in enumerate(jobs)}
         # Mirror of the board's per-agent use, summed in the board's order, so "does demand d fit
         # on some agent" is a counter per demand kept up to date by each placement (exactly the
         # board's fits_anywhere, without a search per demand after every action).
@@ -115,25 +143,32 @@ class SlotContext:
         self.fit_version = 0
         if config.start == "current":
             for t in state.tasks:
-                self._charge(self._agent_index[t.agent_id], t.resources)
+                a = self._agent_index[t.agent_id]
+                self._charge(a, t.resources)
                 self.board.charge(t.agent_id, t.resources)
+                i = self._row.get(t.job_id)
+                if i is not None:
+                    self._where[i][0 if t.role == "worker" else 1].append(a)
             self.ps = self.ps0.copy()
             self.w = self.w0.copy()
         else:
             self.ps = np.zeros(n, dtype=np.int64)
             self.w = np.zeros(n, dtype=np.int64)
         max_ps, max_w = self.max_ps.tolist(), self.max_w.tolist()
+        self._waiting = 0
         for i in np.flatnonzero((self.ps == 0) & (self.w == 0)).tolist():
-            # Starter bundle (the reference's ASSIGN_BUNDLE), arrival order, for every job that
-            # has nothing yet: no job starves while capacity is free, whatever the network does.
-            if max_ps[i] >= 1:
-                self._place(i, BUNDLE)
-            else:
-                self._place(i, WORKER)
+            # Starter (the reference's ASSIGN_BUNDLE, at the job's minimum size), arrival order,
+            # for every job that has nothing yet: no job starves while capacity is free,
+            # whatever the network does. All or nothing: nothing is booked for a job that
+            # cannot start.
+            self._start(i)
         self._waiting = int(((self.ps == 0) & (self.w == 0)).sum())
         self._init_fit_counts()
         ps, w = self.ps.tolist(), self.w.tolist()
-        eligible = [i for i in range(n) if ps[i] < max_ps[i] or w[i] < max_w[i]]
+        if self.elastic:  # every job can change: grow, shrink, pause or start
+            eligible = list(range(n))
+        else:
+            eligible = [i for i in range(n) if ps[i] < max_ps[i] or w[i] < max_w[i]]
         self.windows: list[np.ndarray] = [
             np.array(eligible[k : k + self.J], dtype=np.int64) for k in range(0, len(eligible), self.J)
         ]
@@ -204,8 +239,66 @@ class SlotContext:
             self._waiting -= 1
         if kind != PS:
             self.w[i] += 1
+            self._where[i][0].append(a)
         if kind != WORKER:
             self.ps[i] += 1
+            self._where[i][1].append(a)
+        return True
+
+    def _release(self, a: int, d: Resources) -> None:
+        """Give ``d`` back on agent ``a`` (board, mirror and the per-demand fit counters)."""
+        self.board.release(self.board._ids[a], d)
+        before = self._agent_fits(a) if self._fitcount is not None else None
+        u = self._aused[a]
+        u[0] -= d.cpus
+        u[1] -= d.gpus
+        u[2] -= d.mem
+        self._free[0] += d.cpus
+        self._free[1] += d.gpus
+        self._free[2] += d.mem
+        if before is None:
+            return
+        gained = self._agent_fits(a) & ~before
+        if gained.any():
+            if not self._fitcount[gained].all():
+                self.fit_version += 1  # some demand fits again somewhere
+            self._fitcount += gained
+
+    def _remove(self, i: int, role: int) -> None:
+        """Stop one task of job ``i`` (role WORKER or PS), the one on the most loaded agent
+        (as :func:`dl2_mesos.placement.place` chooses which tasks stop on a shrink)."""
+        where = self._where[i][0 if role == WORKER else 1]
+        load = self._agent_load
+        k = max(range(len(where)), key=lambda j: (load(where[j]), -j))
+        a = where.pop(k)
+        self._release(a, self.w_res[i] if role == WORKER else self.ps_res[i])
+        if role == WORKER:
+            self.w[i] -= 1
+        else:
+            self.ps[i] -= 1
+        if self.ps[i] == 0 and self.w[i] == 0 and self._fitcount is not None:
+            self._waiting += 1
+
+    def _agent_load(self, a: int) -> float:
+        (cc, cg, _), (uc, ug, _) = self._acap[a], self._aused[a]
+        return (uc / cc if cc > 0 else 0.0) + (ug / cg if cg > 0 else 0.0)
+
+    def _start(self, i: int) -> bool:
+        """Place job ``i``'s minimum (co-located PS/worker pairs first, then the rest), all or
+        nothing; False (and nothing booked) when it does not fit."""
+        n_ps, n_w = int(self.start_ps[i]), int(self.start_w[i])
+        pairs = min(n_ps, n_w)
+        plan = [BUNDLE] * pairs + [WORKER] * (n_w - pairs) + [PS] * (n_ps - pairs)
+        placed = []
+        for kind in plan:
+            if not self._place(i, kind):
+                for k in reversed(placed):  # roll back: nothing stays booked
+                    if k != PS:
+                        self._remove(i, WORKER)
+                    if k != WORKER:
+                        self._remove(i, PS)
+                return False
+            placed.append(kind)
         return True
 
     def fits(self) -> np.ndarray:
@@ -215,22 +308,54 @@ class SlotContext:
 
     # -- observation ------------------------------------------------------------------------
     def mask(self, window: np.ndarray) -> np.ndarray:
-        """Valid actions for ``window`` (3J + 1 booleans; void is always valid)."""
-        m = np.zeros(3 * self.J + 1, dtype=bool)
+        """Valid actions for ``window`` (KJ + 1 booleans; void is always valid)."""
+        K = self.K
+        m = np.zeros(K * self.J + 1, dtype=bool)
         m[-1] = True
         k = len(window)
         if k == 0:
             return m
         kinds = self._kinds[window]  # (k, 3): worker, PS, bundle demand ids
         fits = self.fits()
-        can_w = self.w[window] < self.max_w[window]
-        can_p = self.ps[window] < self.max_ps[window]
-        jm = np.empty((k, 3), dtype=bool)
+        ps, w, d = self.ps[window], self.w[window], self.dir[window]
+        zero = (ps == 0) & (w == 0)
+        run = ~zero
+        grow = run & (d != _SHRUNK)
+        can_w = grow & (w < self.max_w[window])
+        can_p = grow & (ps < self.max_ps[window])
+        # a job at zero is started with the bundle action (its minimum, all or nothing)
+        start = zero & (d == 0) & fits[np.where(self.uses_ps[window], kinds[:, 2], kinds[:, 0])]
+        jm = np.zeros((k, K), dtype=bool)
         jm[:, 0] = can_w & fits[kinds[:, 0]]
         jm[:, 1] = can_p & fits[kinds[:, 1]]
-        jm[:, 2] = can_w & can_p & fits[kinds[:, 2]]
-        m[: 3 * k] = jm.ravel()
+        jm[:, 2] = (can_w & can_p & fits[kinds[:, 2]]) | start
+        if self.elastic:
+            shrink = run & (d != _GROWN)
+            jm[:, SHRINK_WORKER] = shrink & (w > self.start_w[window])
+            jm[:, SHRINK_PS] = shrink & (ps > self.start_ps[window])
+            jm[:, PAUSE] = shrink
+        m[: K * k] = jm.ravel()
         return m
+
+    def mask_row(self, i: int, out: np.ndarray) -> None:
+        """Write job row ``i``'s K valid actions into ``out`` (one row of :meth:`mask`, for the
+        greedy loop, which rebuilds only the row of the job an action changed)."""
+        p, w, d = int(self.ps[i]), int(self.w[i]), int(self.dir[i])
+        fc = self._fitcount
+        kw, kp, kb = self._kindl[i]
+        out[:] = False
+        if p == 0 and w == 0:
+            out[BUNDLE] = d == 0 and fc[kb if self.uses_ps[i] else kw] > 0
+            return
+        if d != _SHRUNK:
+            cw, cp = w < self.max_w[i], p < self.max_ps[i]
+            out[WORKER] = cw and fc[kw] > 0
+            out[PS] = cp and fc[kp] > 0
+            out[BUNDLE] = cw and cp and fc[kb] > 0
+        if self.elastic and d != _GROWN:
+            out[SHRINK_WORKER] = w > self.start_w[i]
+            out[SHRINK_PS] = p > self.start_ps[i]
+            out[PAUSE] = True
 
     def shares(self, idx: np.ndarray) -> np.ndarray:
         """Dominant shares of jobs ``idx`` at their in-slot counts."""
@@ -270,16 +395,56 @@ class SlotContext:
 
     # -- actions ----------------------------------------------------------------------------
     def apply(self, window: np.ndarray, action: int) -> bool:
-        """Apply a non-void action to the job in its column; False when it could not be placed."""
-        col, kind = decode_action(action, self.J)
+        """Apply a non-void action to the job in its column; False when it could not be placed
+        (a start that did not fit: the job is then blocked for the rest of the slot)."""
+        col, kind = decode_action(action, self.J, self.K)
         if col >= len(window):
             raise ValueError(f"action {action} names empty column {col}")
         i = int(window[col])
-        if (kind in (WORKER, BUNDLE) and self.w[i] >= self.max_w[i]) or (
-            kind in (PS, BUNDLE) and self.ps[i] >= self.max_ps[i]
-        ):
-            raise ValueError(f"action {action} exceeds job {self.job_ids[i]}'s caps")
-        return self._place(i, kind)
+        return self.apply_to(i, kind, action)
+
+    def apply_to(self, i: int, kind: int, action: int = -1) -> bool:
+        """:meth:`apply` for job row ``i`` and action kind ``kind``."""
+        p, w, d = int(self.ps[i]), int(self.w[i]), int(self.dir[i])
+        if p == 0 and w == 0:
+            if kind != BUNDLE or d != 0:
+                raise ValueError(f"action {action}: job {self.job_ids[i]} runs nothing; only a start applies")
+            if self._start(i):
+                self.dir[i] = _GROWN
+                return True
+            self.dir[i] = _BLOCKED
+            return False
+        if kind in (WORKER, PS, BUNDLE):
+            if d == _SHRUNK or (kind != PS and w >= self.max_w[i]) or (kind != WORKER and p >= self.max_ps[i]):
+                raise ValueError(f"action {action} exceeds job {self.job_ids[i]}'s caps")
+            ok = self._place(i, kind)
+            if ok:
+                self.dir[i] = _GROWN
+            return ok
+        if not self.elastic or d == _GROWN:
+            raise ValueError(f"action {action}: job {self.job_ids[i]} cannot shrink now")
+        if kind == SHRINK_WORKER:
+            if w <= self.start_w[i]:
+                raise ValueError(f"action {action}: job {self.job_ids[i]} is at its minimum workers")
+            self._remove(i, WORKER)
+        elif kind == SHRINK_PS:
+            if p <= self.start_ps[i]:
+                raise ValueError(f"action {action}: job {self.job_ids[i]} is at its minimum PS")
+            self._remove(i, PS)
+        else:  # PAUSE
+            for _ in range(w):
+                self._remove(i, WORKER)
+            for _ in range(p):
+                self._remove(i, PS)
+        self.dir[i] = _SHRUNK
+        return True
+
+    def ensure_progress(self) -> None:
+        """No stall: when the decision leaves every job without tasks (e.g. all paused), the
+        jobs are started again in arrival order while their minimum fits."""
+        if self.n and not (self.ps.any() or self.w.any()):
+            for i in range(self.n):
+                self._start(i)
 
     def allocation(self) -> Allocation:
         """The counts decided so far, with jobs below their minimum dropped to nothing."""
@@ -289,7 +454,9 @@ class SlotContext:
             if p == 0 and w == 0:
                 continue
             if p < min_p or w < min_w:
-                continue  # cannot run at this size; the tasks given to it stay unused this slot
+                # (starts are all or nothing and shrinks stop at the minimum, so only a job that
+                # already ran below its minimum, e.g. after losing a node, ends up here)
+                continue
             out[job_id] = JobAllocation(p, w)
         alloc = Allocation(out)
         validate_allocation(alloc, self.state)

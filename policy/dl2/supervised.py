@@ -35,23 +35,55 @@ from dl2_mesos.policy.dl2.config import DL2Config
 from dl2_mesos.policy.dl2.learner import SlotData, stack_steps
 from dl2_mesos.policy.dl2.network import ActorCritic, masked_log_probs
 from dl2_mesos.policy.dl2.features import input_size
-from dl2_mesos.policy.dl2.slot import BUNDLE, PS, WORKER, SlotContext
+from dl2_mesos.policy.dl2.slot import BUNDLE, PAUSE, PS, SHRINK_PS, SHRINK_WORKER, WORKER, SlotContext
 from dl2_mesos.policy_api import Policy
 
 logger = logging.getLogger(__name__)
 
 
 def teacher_steps(state: ClusterState, cfg: DL2Config, teacher: Policy, label_running: bool = False):
-    """Label one slot with ``teacher``'s decision; returns (allocation reached, steps)."""
+    """Label one slot with ``teacher``'s decision; returns (allocation reached, steps).
+
+    Per window: with the ``elastic`` actions, first every shrink the target asks for (pause when
+    the target is zero, else -worker / -PS), so the capacity they free is there for the grows;
+    then per job in arrival order the start (bundle action) of a job that runs nothing, and the
+    increments (bundles, then workers, then PS); then void. ``label_running=False`` labels
+    only jobs that run nothing at the slot start (always True with ``elastic``).
+    """
     target = teacher.decide(state)
     ctx = SlotContext(state, cfg)
     steps: list[Step] = []
-    void = 3 * cfg.window
+    void = cfg.void
+    K = cfg.per_job
+    elastic = cfg.actions == "elastic"
+
+    def act(window, w_index, col, i, kinds) -> bool:
+        mask = ctx.mask(window)
+        a = next((K * col + k for k in kinds if mask[K * col + k]), None)
+        if a is None:
+            return False
+        steps.append(Step(ctx.features(window, w_index), mask, a, ctx.job_ids[i]))
+        return ctx.apply(window, a)
+
     for w_index, window in enumerate(ctx.windows):
+        if elastic:
+            for col, i in enumerate(window):
+                t = target.get_counts(ctx.job_ids[i])
+                if t.is_zero and (ctx.ps[i] or ctx.w[i]):
+                    act(window, w_index, col, i, (PAUSE,))
+                    continue
+                while t.num_workers < ctx.w[i] and act(window, w_index, col, i, (SHRINK_WORKER,)):
+                    pass
+                while t.num_ps < ctx.ps[i] and act(window, w_index, col, i, (SHRINK_PS,)):
+                    pass
         for col, i in enumerate(window):
-            if not label_running and (ctx.ps0[i] or ctx.w0[i]):
+            if not (label_running or elastic) and (ctx.ps0[i] or ctx.w0[i]):
                 continue
             t = target.get_counts(ctx.job_ids[i])
+            if t.is_zero:
+                continue
+            if ctx.ps[i] == 0 and ctx.w[i] == 0 and not act(window, w_index, col, i, (BUNDLE,)):
+                continue  # the start does not fit (or the job was paused this slot)
             while True:
                 dp, dw = t.num_ps - int(ctx.ps[i]), t.num_workers - int(ctx.w[i])
                 if dp > 0 and dw > 0:
@@ -62,15 +94,12 @@ def teacher_steps(state: ClusterState, cfg: DL2Config, teacher: Policy, label_ru
                     kinds = (PS,)
                 else:
                     break
-                mask = ctx.mask(window)
-                a = next((3 * col + k for k in kinds if mask[3 * col + k]), None)
-                if a is None:
+                if not act(window, w_index, col, i, kinds):
                     break  # caps or no fit: skip the rest of this job's increments
-                steps.append(Step(ctx.features(window, w_index), mask, a, ctx.job_ids[i]))
-                ctx.apply(window, a)
         mask = ctx.mask(window)
         if mask[:-1].any():
             steps.append(Step(ctx.features(window, w_index), mask, void, None))
+    ctx.ensure_progress()
     return ctx.allocation(), steps
 
 
