@@ -42,7 +42,8 @@ def train() -> None:
 
 
 @train.command("sl")
-@click.option("--teacher", default="drf", show_default=True, help="Baseline to imitate (any registry policy).")
+@click.option("--teacher", default="drf", show_default=True,
+              help="Policy to imitate: any registry baseline, or srpt-elastic (the elastic SRPT teacher).")
 @click.option("--preset", default="reference", show_default=True)
 @click.option("--seeds", default="1-8", show_default=True, help="Training trace seeds (range or list).")
 @click.option("--epochs", type=click.IntRange(min=1), default=30, show_default=True)
@@ -67,11 +68,13 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
     from dl2_mesos.policy.dl2.supervised import SLConfig
     from dl2_mesos.policy.dl2.trainer import run_sl
     from dl2_mesos.policy.registry import policy_names
-    from dl2_mesos.policy.sim.config import preset as get_preset
+    from dl2_mesos.policy.dl2.rollout import preset_config as get_preset
 
-    if teacher not in policy_names() or teacher == "dl2":
-        raise click.BadParameter(f"unknown teacher {teacher!r}; known: "
-                                 f"{', '.join(n for n in policy_names() if n != 'dl2')}", param_hint="--teacher")
+    from dl2_mesos.policy.dl2.teacher import TEACHERS
+
+    known = [n for n in policy_names() if n != "dl2"] + list(TEACHERS)
+    if teacher not in known:
+        raise click.BadParameter(f"unknown teacher {teacher!r}; known: {', '.join(known)}", param_hint="--teacher")
     try:
         mcfg = DL2Config(window=window, hidden=hidden, layers=layers, arch=arch, start=start, actions=actions)
     except ConfigError as exc:
@@ -142,19 +145,27 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
 @click.option("--max-slots", type=click.IntRange(min=1), help="Cap simulated slots per episode.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--tensorboard", is_flag=True, help="Also write TensorBoard logs (if installed).")
+@click.option("--reward", type=click.Choice(["progress", "jct"]), default="progress", show_default=True,
+              help="progress: the paper's epochs-trained reward; jct: minus job-slots in the system (= -sum of JCTs).")
+@click.option("--reward-scale", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True)
+@click.option("--baseline", type=click.Choice(["critic", "input"]), default="critic", show_default=True,
+              help="input: mean return of the other rollouts on the same trace (implies --same-trace).")
+@click.option("--same-trace", is_flag=True, help="All episodes of an iteration on one trace.")
+@click.option("--references", default="drf,optimus,srtf-gain", show_default=True,
+              help="Policies drawn as reference lines on the learning curve ('' for none).")
 @_model_options
 def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iteration, updates, epsilon,
              no_exploration, no_replay, no_critic, per_job_reward, lr_actor, lr_critic, gamma, lam, batch_size,
              replay_size, entropy_start, entropy_end, entropy_half_life, train_seeds, val_seeds, eval_every,
-             max_slots, seed, tensorboard, window, hidden, layers, arch, start, actions):
+             max_slots, seed, tensorboard, reward, reward_scale, baseline, same_trace, references, window, hidden,
+             layers, arch, start, actions):
     """Actor-critic RL in the simulator (parallel workers, replay, job-aware exploration)."""
     from tqdm import tqdm
 
     from dl2_mesos.policy.dl2.config import DL2Config
     from dl2_mesos.policy.dl2.learner import LearnerConfig
+    from dl2_mesos.policy.dl2.rollout import preset_config as get_preset
     from dl2_mesos.policy.dl2.trainer import RLConfig, run_rl
-
-    from dl2_mesos.policy.sim.config import preset as get_preset
 
     for name in preset.split(","):
         try:
@@ -168,11 +179,14 @@ def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iterat
         lcfg = LearnerConfig(lr_actor=lr_actor, lr_critic=lr_critic, gamma=gamma, lam=lam, batch_size=batch_size,
                              replay_size=replay_size, replay=not no_replay, critic=not no_critic,
                              per_job_reward=per_job_reward, entropy_start=entropy_start, entropy_end=entropy_end,
-                             entropy_half_life=entropy_half_life, seed=seed)
+                             entropy_half_life=entropy_half_life, seed=seed, reward_scale=reward_scale,
+                             baseline=baseline)
         cfg = RLConfig(preset=preset, iterations=iterations, workers=workers,
                        episodes_per_iteration=episodes_per_iteration, updates_per_iteration=updates,
                        epsilon=0.0 if no_exploration else epsilon, train_seeds=tuple(tr), eval_seeds=tuple(va),
-                       eval_every=eval_every, max_slots=max_slots, seed=seed, learner=lcfg, tensorboard=tensorboard)
+                       eval_every=eval_every, max_slots=max_slots, seed=seed, learner=lcfg, tensorboard=tensorboard,
+                       reward=reward, same_trace=same_trace or baseline == "input",
+                       references=tuple(n.strip() for n in references.split(",") if n.strip()))
         mcfg = DL2Config(window=window, hidden=hidden, layers=layers, arch=arch, start=start, actions=actions)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None

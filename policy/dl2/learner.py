@@ -52,6 +52,12 @@ class LearnerConfig:
     entropy_half_life: int = 300
     grad_clip: float = 1.0
     seed: int = 0
+    #: multiplies every slot reward before returns are computed (keeps the critic's targets near 1)
+    reward_scale: float = 1.0
+    #: advantage baseline: "critic" (the paper), or "input": the mean return, at the same slot,
+    #: of the other rollouts on the same trace (input-dependent baseline, Mao et al. ICLR'19);
+    #: needs several episodes per trace (``add_trajectories``)
+    baseline: str = "critic"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -126,19 +132,42 @@ class Learner:
         last_v = next((values[t] for t in reversed(range(T)) if values[t] is not None), 0.0)
         boot = 0.0 if terminal else float(last_v or 0.0)
         gamma, lam = self.cfg.gamma, self.cfg.lam
+        scale = self.cfg.reward_scale
         for t in reversed(range(T)):
             if t + 1 < T:
                 nv = values[t + 1]
                 boot = g[t + 1] if nv is None else (1 - lam) * nv + lam * g[t + 1]
-            g[t] = slots[t].reward + gamma * boot
+            g[t] = slots[t].reward * scale + gamma * boot
         return g
+
+    def add_trajectories(self, trajectories: Sequence[tuple[Sequence[SlotData], bool]]) -> int:
+        """Store several (slots, terminal) rollouts; with ``baseline="input"`` they must be on
+        the same trace, and each slot's baseline is the mean return of the *other* rollouts at
+        that slot index (a rollout that already ended counts with return 0)."""
+        if self.cfg.baseline != "input" or len(trajectories) < 2:
+            return sum(self.add_trajectory(s, terminal=t) for s, t in trajectories)
+        if not self.cfg.replay:
+            self.replay.clear()
+        rets = [self.slot_returns(s, t) for s, t in trajectories]
+        T = max(len(r) for r in rets)
+        padded = np.zeros((len(rets), T))
+        for k, r in enumerate(rets):
+            padded[k, : len(r)] = r
+        total = padded.sum(axis=0)
+        n = 0
+        for k, (slots, _) in enumerate(trajectories):
+            others = (total[: len(rets[k])] - padded[k, : len(rets[k])]) / (len(rets) - 1)
+            n += self._store(slots, rets[k], others)
+        return n
 
     def add_trajectory(self, slots: Sequence[SlotData], terminal: bool = True) -> int:
         """Turn a trajectory into samples with targets and store them; returns how many."""
         if not self.cfg.replay:
             self.replay.clear()  # ablation: learn only from the newest experience
-        g = self.slot_returns(slots, terminal)
-        feats, masks, acts, rets = [], [], [], []
+        return self._store(slots, self.slot_returns(slots, terminal), None)
+
+    def _store(self, slots: Sequence[SlotData], g: np.ndarray, baseline: np.ndarray | None) -> int:
+        feats, masks, acts, rets, bases = [], [], [], [], []
         for t, s in enumerate(slots):
             if not len(s):
                 continue
@@ -151,9 +180,12 @@ class Learner:
             masks.append(s.masks)
             acts.append(s.actions)
             rets.append(r)
+            if baseline is not None:
+                bases.append(np.full(len(s), baseline[t], dtype=np.float32))
         if not feats:
             return 0
-        batch = Batch(np.concatenate(feats), np.concatenate(masks), np.concatenate(acts), np.concatenate(rets))
+        batch = Batch(np.concatenate(feats), np.concatenate(masks), np.concatenate(acts), np.concatenate(rets),
+                      np.concatenate(bases) if bases else None)
         self.replay.add(batch)
         return len(batch)
 
@@ -178,6 +210,9 @@ class Learner:
                 v = self.net.critic(x)
                 value_loss = nn.functional.mse_loss(v, g)
                 adv = g - v.detach()
+                if self.cfg.baseline == "input" and b.baselines is not None:
+                    ib = torch.from_numpy(b.baselines)
+                    adv = torch.where(torch.isnan(ib), adv, g - ib)
             else:
                 value_loss = torch.zeros(())
                 adv = g - self.replay.mean_return()

@@ -20,6 +20,7 @@ class Batch:
     masks: np.ndarray  # bool (B, A)
     actions: np.ndarray  # int64 (B,)
     returns: np.ndarray  # float32 (B,)
+    baselines: np.ndarray | None = None  # float32 (B,): input-dependent baselines (None: none)
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -41,6 +42,7 @@ class ReplayBuffer:
         self.masks = np.zeros((capacity, num_actions), dtype=bool)
         self.actions = np.zeros(capacity, dtype=np.int64)
         self.returns = np.zeros(capacity, dtype=np.float32)
+        self.baselines = np.full(capacity, np.nan, dtype=np.float32)
         self._next = 0
         self.size = 0
 
@@ -54,13 +56,15 @@ class ReplayBuffer:
             return
         if n >= self.capacity:  # only the newest fit
             sl = slice(n - self.capacity, n)
-            batch = Batch(batch.features[sl], batch.masks[sl], batch.actions[sl], batch.returns[sl])
+            batch = Batch(batch.features[sl], batch.masks[sl], batch.actions[sl], batch.returns[sl],
+                          None if batch.baselines is None else batch.baselines[sl])
             n = self.capacity
         idx = (self._next + np.arange(n)) % self.capacity
         self.features[idx] = batch.features
         self.masks[idx] = batch.masks
         self.actions[idx] = batch.actions
         self.returns[idx] = batch.returns
+        self.baselines[idx] = np.nan if batch.baselines is None else batch.baselines
         self._next = int((self._next + n) % self.capacity)
         self.size = min(self.capacity, self.size + n)
 
@@ -70,7 +74,7 @@ class ReplayBuffer:
             raise ValueError("replay buffer is empty")
         k = min(batch_size, self.size)
         idx = rng.choice(self.size, size=k, replace=False)
-        return Batch(self.features[idx], self.masks[idx], self.actions[idx], self.returns[idx])
+        return Batch(self.features[idx], self.masks[idx], self.actions[idx], self.returns[idx], self.baselines[idx])
 
     def mean_return(self) -> float:
         return float(self.returns[: self.size].mean()) if self.size else 0.0

@@ -38,6 +38,7 @@ class EpisodeSpec:
     chooser_seed: int = 0
     max_slots: int | None = None
     record: bool = True
+    reward: str = "progress"  # "progress" (paper eq. 1) or "jct" (minus job-slots spent in the system)
 
 
 @dataclass
@@ -50,17 +51,46 @@ class EpisodeResult:
 
 
 def make_sim(preset_name: str, seed: int, max_slots: int | None = None):
-    """A simulator for ``preset_name`` on the trace generated with ``seed``."""
+    """A simulator for ``preset_name`` on the trace generated with ``seed``.
+
+    ``NAME@N`` is preset NAME on N nodes (same trace): e.g. ``small@8`` is the ``small`` trace on
+    a more contended cluster.
+    """
     from dataclasses import replace
 
-    from dl2_mesos.policy.sim.config import preset
     from dl2_mesos.policy.sim.simulator import Simulator
     from dl2_mesos.policy.sim.trace import generate_trace
 
-    sc, tc = preset(preset_name)
+    sc, tc = preset_config(preset_name)
     if max_slots is not None:
         sc = replace(sc, max_slots=max_slots)
     return Simulator(sc, generate_trace(tc, seed), seed=seed)
+
+
+def preset_config(name: str):
+    """(SimConfig, TraceConfig) of a preset name, with an optional ``@N`` node count."""
+    from dataclasses import replace
+
+    from dl2_mesos.errors import ConfigError
+    from dl2_mesos.policy.sim.config import preset
+
+    base, sep, nodes = name.partition("@")
+    sc, tc = preset(base)
+    if sep:
+        if not nodes.isdigit() or int(nodes) < 1:
+            raise ConfigError(f"preset {name!r}: the node count after '@' must be a positive integer")
+        sc = replace(sc, num_agents=int(nodes), agents=None)
+    return sc, tc
+
+
+def jct_reward(state, outcome, slot_seconds: float, end_times) -> float:
+    """Minus the job-slots spent in the system during the slot (Little's law: summed over an
+    episode it is minus the sum of JCTs, in slots). A job finishing mid-slot counts the
+    fraction of the slot it was still there; ``end_times`` maps finished jobs to end times."""
+    gone = 0.0
+    for jid in outcome.finished:
+        gone += 1.0 - min(1.0, max(0.0, (end_times[jid] - state.now) / slot_seconds))
+    return -(len(state.jobs) - gone)
 
 
 def init_worker() -> None:
@@ -99,7 +129,11 @@ def run_episode(spec: EpisodeSpec) -> EpisodeResult:
             if spec.record:
                 f, m, a = stack_steps(steps, D, A)
                 job_rewards = {k: v / totals[k] for k, v in out.epochs.items() if k in totals}
-                slots.append(SlotData(f, m, a, tuple(s.job_id for s in steps), out.reward, job_rewards))
+                r = out.reward
+                if spec.reward == "jct":
+                    ends = {j.job_id: j.end_time for j in sim._done_jobs[len(sim._done_jobs) - len(out.finished):]}
+                    r = jct_reward(state, out, sim.config.slot_seconds, ends)
+                slots.append(SlotData(f, m, a, tuple(s.job_id for s in steps), r, job_rewards))
             state = sim.state()
     finally:
         torch.set_num_threads(threads)

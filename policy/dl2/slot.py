@@ -284,21 +284,22 @@ class SlotContext:
         return (uc / cc if cc > 0 else 0.0) + (ug / cg if cg > 0 else 0.0)
 
     def _start(self, i: int) -> bool:
-        """Place job ``i``'s minimum (co-located PS/worker pairs first, then the rest), all or
-        nothing; False (and nothing booked) when it does not fit."""
+        """Place job ``i``'s minimum (PS/worker pairs co-located where one agent fits both, else
+        apart, then the rest), all or nothing; False (and nothing booked) when it does not fit."""
         n_ps, n_w = int(self.start_ps[i]), int(self.start_w[i])
         pairs = min(n_ps, n_w)
         plan = [BUNDLE] * pairs + [WORKER] * (n_w - pairs) + [PS] * (n_ps - pairs)
-        placed = []
         for kind in plan:
-            if not self._place(i, kind):
-                for k in reversed(placed):  # roll back: nothing stays booked
-                    if k != PS:
-                        self._remove(i, WORKER)
-                    if k != WORKER:
-                        self._remove(i, PS)
-                return False
-            placed.append(kind)
+            if self._place(i, kind):
+                continue
+            if kind == BUNDLE and self._place(i, WORKER):
+                if self._place(i, PS):
+                    continue
+            while self.w[i]:  # roll back: nothing stays booked
+                self._remove(i, WORKER)
+            while self.ps[i]:
+                self._remove(i, PS)
+            return False
         return True
 
     def fits(self) -> np.ndarray:
@@ -324,7 +325,9 @@ class SlotContext:
         can_w = grow & (w < self.max_w[window])
         can_p = grow & (ps < self.max_ps[window])
         # a job at zero is started with the bundle action (its minimum, all or nothing)
-        start = zero & (d == 0) & fits[np.where(self.uses_ps[window], kinds[:, 2], kinds[:, 0])]
+        start = zero & (d == 0) & np.where(self.uses_ps[window],
+                                           fits[kinds[:, 2]] | (fits[kinds[:, 0]] & fits[kinds[:, 1]]),
+                                           fits[kinds[:, 0]])
         jm = np.zeros((k, K), dtype=bool)
         jm[:, 0] = can_w & fits[kinds[:, 0]]
         jm[:, 1] = can_p & fits[kinds[:, 1]]
@@ -345,7 +348,10 @@ class SlotContext:
         kw, kp, kb = self._kindl[i]
         out[:] = False
         if p == 0 and w == 0:
-            out[BUNDLE] = d == 0 and fc[kb if self.uses_ps[i] else kw] > 0
+            if self.uses_ps[i]:
+                out[BUNDLE] = d == 0 and (fc[kb] > 0 or (fc[kw] > 0 and fc[kp] > 0))
+            else:
+                out[BUNDLE] = d == 0 and fc[kw] > 0
             return
         if d != _SHRUNK:
             cw, cp = w < self.max_w[i], p < self.max_ps[i]

@@ -12,6 +12,7 @@ Logs: ``log.csv`` (one row per iteration), optional TensorBoard, ``curve.png``.
 from __future__ import annotations
 
 import csv
+import json
 import logging
 import multiprocessing as mp
 import time
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from dl2_mesos.allocation import Allocation
 from dl2_mesos.policy.dl2.checkpoint import load_checkpoint, save_checkpoint
 from dl2_mesos.policy.dl2.config import DL2Config
 from dl2_mesos.policy.dl2.learner import Learner, LearnerConfig, SlotData
@@ -55,11 +57,48 @@ class RLConfig:
     seed: int = 0
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     tensorboard: bool = False
+    #: slot reward: "progress" (paper eq. 1: epochs trained / total epochs, summed over jobs) or
+    #: "jct" (minus the job-slots spent in the system: its episode sum is minus the sum of JCTs)
+    reward: str = "progress"
+    #: all episodes of an iteration on one trace (needed by the input-dependent baseline)
+    same_trace: bool = False
+    #: reference policies whose validation avg JCT is drawn as lines on the learning curve
+    references: tuple[str, ...] = ("drf", "optimus", "srtf-gain")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["train_seeds"] = [min(self.train_seeds), max(self.train_seeds)] if self.train_seeds else []
         return d
+
+
+def reference_jcts(presets: Sequence[str], seeds: Sequence[int], names: Sequence[str],
+                   max_slots: int | None = None) -> dict[str, dict[str, float]]:
+    """Mean avg JCT (s) of baseline policies and of the no-queueing lower bound on ``seeds``, per
+    preset: the reference lines of the learning curve."""
+    from dl2_mesos.policy.registry import make_policy
+    from dl2_mesos.policy.sim.bounds import avg_jct_lower_bound
+
+    out: dict[str, dict[str, float]] = {}
+    for p in presets:
+        row: dict[str, float] = {}
+        for name in names:
+            jcts = []
+            for s in seeds:
+                sim = make_sim(p, int(s), max_slots)
+                pol = make_policy(name)
+                state = sim.state()
+                while not sim.done:
+                    sim.step(pol.decide(state) if state.jobs else Allocation())
+                    state = sim.state()
+                jcts.append(sim.metrics(name).avg_jct)
+            row[name] = float(np.mean(jcts))
+        bounds = []
+        for s in seeds:
+            sim = make_sim(p, int(s), max_slots)
+            bounds.append(avg_jct_lower_bound(sim.config, sim.trace))
+        row["bound"] = float(np.mean(bounds))
+        out[p] = row
+    return out
 
 
 class _Runner:
@@ -171,7 +210,14 @@ def run_rl(
             if new_log:
                 w.writeheader()
             if new_log and start_it == 0:
+                if cfg.references:
+                    refs = reference_jcts(presets, cfg.eval_seeds, cfg.references, cfg.max_slots)
+                    (out / "references.json").write_text(json.dumps(refs, indent=1))
                 base = evaluate_greedy_by_preset(net, presets, cfg.eval_seeds, runner, cfg.max_slots)
+                with open(out / "validation.csv", "w") as vf:
+                    vf.write("iteration,wall_s,preset,avg_jct\n")
+                    for p_, v_ in base.items():
+                        vf.write(f"0,{time.time() - t0:.1f},{p_},{v_:.1f}\n")
                 val = best = _val_score(base, base)
                 logger.info("validation at the start: %s", base)
                 save_checkpoint(out / "best.pt", net, meta={"iteration": 0, "val_avg_jct": val, "val_base": base})
@@ -180,12 +226,21 @@ def run_rl(
             for it in range(start_it + 1, cfg.iterations + 1):
                 sd = actor_state(net.actor)
                 seeds = rng.choice(cfg.train_seeds, size=cfg.episodes_per_iteration)
-                specs = [EpisodeSpec(net.cfg.to_dict(), sd, presets[(it * len(seeds) + k) % len(presets)], int(s),
+                if cfg.same_trace:
+                    seeds[:] = seeds[0]
+                    names = [presets[it % len(presets)]] * len(seeds)
+                else:
+                    names = [presets[(it * len(seeds) + k) % len(presets)] for k in range(len(seeds))]
+                specs = [EpisodeSpec(net.cfg.to_dict(), sd, names[k], int(s),
                                      sample=True, epsilon=cfg.epsilon,
-                                     chooser_seed=int(cfg.seed * 100003 + it * 101 + k), max_slots=cfg.max_slots)
+                                     chooser_seed=int(cfg.seed * 100003 + it * 101 + k), max_slots=cfg.max_slots,
+                                     reward=cfg.reward)
                          for k, s in enumerate(seeds)]
                 results = runner.map(specs)
-                samples = sum(learner.add_trajectory(r.slots, terminal=not r.truncated) for r in results)
+                if cfg.same_trace:
+                    samples = learner.add_trajectories([(r.slots, not r.truncated) for r in results])
+                else:
+                    samples = sum(learner.add_trajectory(r.slots, terminal=not r.truncated) for r in results)
                 stats = learner.update(cfg.updates_per_iteration)
                 row: dict[str, Any] = {
                     "iteration": it,
@@ -201,6 +256,9 @@ def run_rl(
                     base = base or vals  # resumed from a run that did not record its start
                     val = _val_score(vals, base)
                     logger.info("iteration %d validation: %s", it, vals)
+                    with open(out / "validation.csv", "a") as vf:
+                        for p_, v_ in vals.items():
+                            vf.write(f"{it},{time.time() - t0:.1f},{p_},{v_:.1f}\n")
                     row["val_avg_jct"] = val
                     if val < best:
                         best = val
@@ -222,6 +280,8 @@ def run_rl(
         if tb is not None:
             tb.close()
     plot_curve(log_path, out / "curve.png")
+    if (out / "validation.csv").is_file():
+        plot_wall_curve(out / "validation.csv", out / "references.json", out / "curve_wall.png")
     return {"best_val_avg_jct": best, "wall_s": time.time() - t0, "iterations": cfg.iterations}
 
 
@@ -247,7 +307,7 @@ def run_sl(
     the same traces, the teacher labels the states it reaches, and training continues on all
     labels collected so far (``dagger_epochs`` epochs per round, default ``sl_cfg.epochs``).
     """
-    from dl2_mesos.policy.registry import make_policy
+    from dl2_mesos.policy.dl2.teacher import make_teacher as make_policy
 
     sl_cfg = sl_cfg or SLConfig()
     torch.manual_seed(sl_cfg.seed)
@@ -287,6 +347,33 @@ def run_sl(
             "sl_config": asdict(sl_cfg), "final": hist[-1], "data_s": t_data, "wall_s": time.time() - t0}
     save_checkpoint(out_path, net, meta=meta)
     return meta
+
+
+def plot_wall_curve(val_csv: str | Path, refs_json: str | Path, png: str | Path) -> None:
+    """Validation avg JCT (greedy) against wall time, one panel per preset, with the reference
+    policies and the lower bound as horizontal lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series: dict[str, list[tuple[float, float]]] = {}
+    with open(val_csv, newline="") as fh:
+        for row in csv.DictReader(fh):
+            series.setdefault(row["preset"], []).append((float(row["wall_s"]), float(row["avg_jct"])))
+    refs = json.loads(Path(refs_json).read_text()) if Path(refs_json).is_file() else {}
+    fig, axes = plt.subplots(1, len(series), figsize=(6.5 * len(series), 4), squeeze=False)
+    for ax, (name, pts) in zip(axes[0], series.items()):
+        ax.plot([p[0] / 60 for p in pts], [p[1] for p in pts], marker="o", label="DL2 (greedy, validation)")
+        for k, (ref, v) in enumerate(sorted(refs.get(name, {}).items())):
+            ax.axhline(v, linestyle="--", color=f"C{k + 1}", label=ref)
+        ax.set_xlabel("wall time (min)")
+        ax.set_ylabel("average JCT (s)")
+        ax.set_title(name)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
 
 
 def plot_curve(log_csv: str | Path, png: str | Path) -> None:

@@ -18,21 +18,34 @@ from dl2_mesos.resources import Resources
 NODE = Resources(cpus=8.0, gpus=2.0, mem=48 * 1024.0)
 
 
-def seeded_state(n_jobs: int, n_agents: int, seed: int, run_frac: float = 0.5, max_run: int = 4) -> ClusterState:
+def seeded_state(n_jobs: int, n_agents: int, seed: int, run_frac: float = 0.5, max_run: int = 4,
+                 varied: bool = False) -> ClusterState:
     """``n_jobs`` jobs of random types and sizes; about ``run_frac`` of them already run a
-    random (PS, workers) placed with the shared placement function."""
+    random (PS, workers) placed with the shared placement function. ``varied`` also mixes in
+    PyTorch jobs (no PS), jobs with ``min_workers`` 2-3 and low caps."""
     rng = np.random.default_rng(seed)
     agents = tuple(AgentView(f"node-{i:04d}", f"node-{i:04d}", NODE, NODE) for i in range(n_agents))
     names = job_type_names()
     jobs = []
     for i in range(n_jobs):
-        spec = JobSpec(job_type=names[int(rng.integers(len(names)))], epochs=float(rng.integers(500, 30000)))
+        kw = {}
+        if varied:
+            r = rng.random()
+            if r < 0.25:
+                kw = {"runtime": "pytorch", "min_workers": int(rng.integers(1, 3))}
+            elif r < 0.5:
+                kw = {"min_workers": int(rng.integers(2, 4)), "max_workers": int(rng.integers(4, 9)),
+                      "max_ps": int(rng.integers(1, 5))}
+        spec = JobSpec(job_type=names[int(rng.integers(len(names)))], epochs=float(rng.integers(500, 30000)), **kw)
         jobs.append(JobView(f"j{i:05d}", spec, arrival_slot=i // 10, arrival_time=1200.0 * (i // 10),
                             epochs_done=float(rng.integers(0, 400)), slots_run=int(rng.integers(0, 30)),
                             slots_since_rescale=int(rng.integers(0, 10))))
     bare = ClusterState(slot=30, slot_seconds=1200.0, now=36000.0, jobs=tuple(jobs), agents=agents)
-    target = Allocation({j.job_id: (int(rng.integers(1, max_run + 1)), int(rng.integers(1, max_run + 1)))
-                         for j in jobs if rng.random() < run_frac})
+    def size(spec):
+        p = min(spec.max_ps, max(spec.min_ps, int(rng.integers(1, max_run + 1)))) if spec.uses_ps else 0
+        return p, min(spec.max_workers, max(spec.min_workers, int(rng.integers(1, max_run + 1))))
+
+    target = Allocation({j.job_id: size(j.spec) for j in jobs if rng.random() < run_frac})
     plan = place(target, bare)
     tasks = tuple(TaskView(f"t{k}", p.job_id, p.role, p.agent_id, p.resources) for k, p in enumerate(plan.start))
     g = plan.granted

@@ -40,7 +40,17 @@ def _random_case(seed: int, big: bool = False):
         net.actor.shared.enc[-1].bias.add_(0.1 * torch.randn_like(net.actor.shared.enc[-1].bias))
     n_jobs = int(rng.integers(1, 90)) if not big else int(rng.integers(30, 60))
     n_agents = int(rng.integers(1, 60)) if not big else int(rng.integers(40, 150))
-    state = seeded_state(n_jobs, n_agents, seed=seed, run_frac=float(rng.random()))
+    # the elastic action space (grow, shrink, pause) and varied jobs (PyTorch, min_workers 2-3)
+    # in every other case
+    elastic = seed % 2 == 1
+    if elastic:
+        cfg = DL2Config(**{**cfg.to_dict(), "actions": "elastic"})
+        torch.manual_seed(seed)
+        net = ActorCritic(cfg)
+        with torch.no_grad():
+            net.actor.job_head.bias += torch.from_numpy(rng.normal(1.0, 2.0, cfg.per_job).astype(np.float32))
+            net.actor.void_head[2].bias += float(rng.normal(0.0, 1.0))
+    state = seeded_state(n_jobs, n_agents, seed=seed, run_frac=float(rng.random()), varied=elastic)
     return net, state
 
 

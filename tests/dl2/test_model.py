@@ -130,7 +130,7 @@ def test_incremental_greedy_matches_full_inference(small_net):
     # make the untrained net add tasks: bias the job logits up
     with torch.no_grad():
         small_net.actor.job_head.bias += 3.0
-    state = make_state(30, 12, running={"j0000": (2, 2), "j0005": (1, 3)})
+    state = make_state(30, 20, running={"j0000": (2, 2), "j0005": (1, 3)})
     cfg = small_net.cfg
     a1, s1 = run_slot(state, cfg, NetChooser(small_net.actor, sample=False))
     a2, s2 = run_slot_greedy(state, cfg, NumpyActor(small_net.actor), record=True)

@@ -1,0 +1,108 @@
+"""An elastic warm-up teacher for DL2: shortest-remaining-first with preemption and gain-based sizing.
+
+The add-only teacher ``srtf-gain`` cannot take capacity back; Optimus shrinks but ignores the
+restart cost and job lengths. This teacher decides every slot from scratch, the way the
+``elastic`` DL2 action space can act (grow, shrink, pause):
+
+1. **Order**: jobs by their shortest possible remaining time ``min_t T(t)`` (remaining epochs /
+   the measured speed at size ``t``, plus the restart cost when ``t`` differs from the size the
+   job runs now and it has trained before). Shortest first (SRPT): average JCT rewards
+   finishing short jobs first.
+2. **Admission**: in that order, each job gets its current size when it runs and still fits
+   (no restart), else its minimum, while the free aggregate capacity allows. Jobs that get
+   nothing are paused (or keep waiting): long jobs give way to short ones.
+3. **Growth**: greedily, the admitted job with the highest
+   ``(T(c) - T(t)) / ((share(t) - share(c)) * T(t) ** alpha)`` moves to its best target ``t``
+   (the ``srtf-gain`` utility: time saved per share, weighted towards short jobs).
+
+It is a training aid (the teacher of the supervised warm-up), not a registered baseline; the
+model card reports its figures next to the baselines'.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from dl2_mesos.allocation import Allocation, JobAllocation
+from dl2_mesos.cluster import ClusterState
+from dl2_mesos.policy.baselines.srtf_gain import _JobPlan
+from dl2_mesos.speed_model import default_speed_model
+
+
+class ElasticSRPTTeacher:
+    """See the module docstring.
+
+    Args:
+        alpha: exponent of the remaining time in the growth utility.
+        headroom: fraction of the aggregate capacity left unplanned (per-node fragmentation:
+            the plan checks aggregate capacity only).
+    """
+
+    name = "srpt-elastic"
+
+    def __init__(self, alpha: float = 2.0, headroom: float = 0.0, speed_model=None) -> None:
+        self.alpha = float(alpha)
+        self.headroom = float(headroom)
+        self.speed_model = speed_model if speed_model is not None else default_speed_model()
+
+    def decide(self, state: ClusterState) -> Allocation:
+        cap_r = state.capacity
+        cap = np.array([cap_r.cpus, cap_r.gpus, cap_r.mem])
+        free = cap * (1.0 - self.headroom)
+        plans = [_JobPlan(job, cap, self.speed_model, self.alpha) for job in state.jobs]
+        fits_cluster = [(plan.use <= cap + 1e-9).all(axis=2) for plan in plans]
+        keys = []
+        for plan, ok in zip(plans, fits_cluster):
+            t = np.where(ok, plan.T, np.inf)
+            t[0, :] = np.where(plan.uses_ps, np.inf, t[0, :])  # PS jobs need a PS
+            t[:, 0] = np.inf
+            keys.append(float(t.min()))
+        order = sorted(range(len(plans)), key=lambda i: (keys[i], i))
+        counts: dict[int, tuple[int, int]] = {}
+        for i in order:
+            job, plan = state.jobs[i], plans[i]
+            spec = job.spec
+            start = (max(spec.min_ps, 1) if spec.uses_ps else 0, max(spec.min_workers, 1))
+            options = [start]
+            if job.num_workers > 0:
+                options.insert(0, (job.num_ps, job.num_workers))
+            for p, w in options:
+                need = plan.use[p, w]
+                if (need <= free + 1e-9).all():
+                    counts[i] = (p, w)
+                    free = free - need
+                    break
+        heap = []
+        for i, (p, w) in counts.items():
+            c = plans[i].candidate(p, w, free)
+            if c is not None:
+                heap.append((-c[0], i, c[1], c[2]))
+        heapq.heapify(heap)
+        while heap:
+            _, i, tp, tw = heapq.heappop(heap)
+            plan = plans[i]
+            p, w = counts[i]
+            extra = plan.use[tp, tw] - plan.use[p, w]
+            if (extra <= free + 1e-9).all():
+                free = free - extra
+                counts[i] = (tp, tw)
+                p, w = tp, tw
+            c = plan.candidate(p, w, free)
+            if c is not None:
+                heapq.heappush(heap, (-c[0], i, c[1], c[2]))
+        return Allocation({state.jobs[i].job_id: JobAllocation(p, w) for i, (p, w) in counts.items()})
+
+
+#: teachers known by name besides the registry's policies
+TEACHERS = {"srpt-elastic": ElasticSRPTTeacher}
+
+
+def make_teacher(name: str):
+    """A teacher by name: ``srpt-elastic`` or any registry policy (``drf``, ``optimus``...)."""
+    if name in TEACHERS:
+        return TEACHERS[name]()
+    from dl2_mesos.policy.registry import make_policy
+
+    return make_policy(name)
