@@ -179,7 +179,11 @@ def _plot(results: dict, slot_seconds: float, path: str) -> None:
     help="Comma-separated policy names.",
 )
 @click.option(
-    "--preset", default="small", show_default=True, help="Cluster and trace preset: reference, small, tiny."
+    "--preset",
+    default="small",
+    show_default=True,
+    help="Cluster and trace preset: reference, small, tiny, paper-rho1, paper-rho2, testbed-rho2, "
+    "sweep-rho0.25 .. sweep-rho4 (see README \"Simulator\").",
 )
 @click.option(
     "--trace",
@@ -245,6 +249,7 @@ def simulate(
     from dl2_mesos.policy.registry import make_policy, policy_names
     from dl2_mesos.policy.sim.config import TraceConfig
     from dl2_mesos.policy.sim.config import preset as get_preset
+    from dl2_mesos.policy.sim.load import format_loads, offered_load
     from dl2_mesos.policy.sim.simulator import run
     from dl2_mesos.policy.sim.trace import generate_trace, read_trace
 
@@ -330,6 +335,9 @@ def simulate(
     click.echo(
         f"{src}; {len(sim_cfg.agent_resources())} nodes; {sim_cfg.slot_seconds:g} s slots; seeds {seeds}"
     )
+    load_seeds = seed_list[:1] if fixed_trace is not None else seed_list
+    loads = [offered_load(sim_cfg, traces[s]) for s in load_seeds]
+    click.echo(format_loads(load_seeds, loads) if fixed_trace is None else f"offered load {loads[0].describe()}")
     click.echo(_table(results, sim_cfg.slot_seconds))
     if json_out:
         doc = {
@@ -342,6 +350,7 @@ def simulate(
                 "trace": None if trace_file else trace_cfg.to_dict(),
                 "units": {"time": "seconds", "util": "fraction"},
             },
+            "load": {str(s): x.to_dict() for s, x in zip(load_seeds, loads)},
         }
         Path(json_out).write_text(json.dumps(doc, indent=1))
         click.echo(f"wrote {json_out}")
@@ -401,3 +410,100 @@ def trace_import_philly(log, seed, output):
         raise click.ClickException(str(exc)) from None
     write_trace(tr, output)
     click.echo(f"wrote {len(tr)} jobs to {output}")
+
+
+# -- matrix ------------------------------------------------------------------------------------------------
+
+
+@click.command()
+@click.option(
+    "--policies",
+    "-p",
+    default=None,
+    help="Comma-separated registered policy names [default: dl2 and every baseline except tetris, fifo, srtf].",
+)
+@click.option("--seeds", default=None, help="Held-out seeds: range or list [default: 101-110; --quick: 101,102].")
+@click.option(
+    "--points",
+    default=None,
+    metavar="PRESET,...",
+    help="Presets to evaluate [default: sweep-rho0.25..sweep-rho4, paper-rho1, paper-rho2, testbed-rho2; "
+    "--quick: sweep-rho0.25, sweep-rho1, sweep-rho4, testbed-rho2].",
+)
+@click.option("--quick", is_flag=True, help="Fewer seeds and points (no 500-node presets).")
+@click.option("--model", "model_path", type=click.Path(dir_okay=False), help="DL2 weights (default: shipped).")
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Parallel processes.")
+@click.option("--max-slots", type=click.IntRange(min=1), help="Stop each run after this many slots.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default="runs/matrix",
+    show_default=True,
+    help="Folder for matrix.json and matrix.png.",
+)
+@click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
+def matrix(policies, seeds, points, quick, model_path, workers, max_slots, out, progress):
+    """Evaluate policies on the load sweep and the contended presets: one table and one plot.
+
+    Per point: offered load rho, every policy's average JCT over the seeds, and its ratio to DRF,
+    Optimus, the best heuristic at that point and the no-queueing lower bound.
+    """
+    from tqdm import tqdm
+
+    from dl2_mesos.policy.registry import policy_names
+    from dl2_mesos.policy.sim import matrix as mx
+    from dl2_mesos.policy.sim.config import PRESETS
+
+    names = (
+        [n.strip().lower() for n in policies.split(",") if n.strip()] if policies else mx.default_policies()
+    )
+    unknown = [n for n in names if n not in policy_names()]
+    if not names or unknown:
+        raise click.BadParameter(
+            f"unknown policy {unknown[0] if unknown else ''!r}; known: {', '.join(policy_names())}",
+            param_hint="--policies",
+        )
+    if len(set(names)) != len(names):
+        raise click.BadParameter("a policy is named twice", param_hint="--policies")
+    seed_list = parse_seeds(seeds) if seeds else list(mx.QUICK_SEEDS if quick else mx.DEFAULT_SEEDS)
+    point_list = (
+        [p.strip() for p in points.split(",") if p.strip()]
+        if points
+        else list(mx.QUICK_POINTS if quick else mx.DEFAULT_POINTS)
+    )
+    bad = [p for p in point_list if p not in PRESETS]
+    if not point_list or bad:
+        raise click.BadParameter(
+            f"unknown preset {bad[0] if bad else ''!r}; known: {', '.join(PRESETS)}", param_hint="--points"
+        )
+    if "dl2" in names:
+        from dl2_mesos.errors import CheckpointError
+        from dl2_mesos.policy.dl2.checkpoint import load_checkpoint
+
+        try:
+            load_checkpoint(model_path)  # fail fast, before any simulation
+        except CheckpointError as exc:
+            raise click.ClickException(str(exc)) from None
+    out_dir = Path(out)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise click.ClickException(f"cannot create {out}: {exc}") from None
+    total = len(names) * len(seed_list) * len(point_list)
+    with tqdm(
+        total=total, desc="matrix", unit="run", disable=(not progress) if progress is not None else None
+    ) as bar:
+
+        def tick(point: str, name: str, seed: int) -> None:
+            bar.set_postfix_str(f"{point} {name} {seed}")
+            bar.update(1)
+
+        doc = mx.evaluate_matrix(
+            names, seed_list, point_list, model_path=model_path, workers=workers, max_slots=max_slots,
+            progress=tick,
+        )
+    click.echo(mx.format_matrix(doc))
+    json_path, png_path = out_dir / "matrix.json", out_dir / "matrix.png"
+    json_path.write_text(json.dumps(doc, indent=1))
+    mx.plot_matrix(doc, str(png_path))
+    click.echo(f"wrote {json_path} and {png_path}")

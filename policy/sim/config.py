@@ -15,10 +15,26 @@ Presets (decision for dl2-facts section 11.7):
     comparable.
 ``tiny``
     3 nodes, 6 short jobs (``MAX_NUM_EPOCHS`` 3000), 2 arrivals per slot: for fast tests.
+
+Contended presets (offered load rho as defined in :mod:`dl2_mesos.policy.sim.load`; the
+figures are the mean over seeds 101-110, CPUs the bottleneck). ``reference`` is idle
+(rho ~0.25): every sensible policy is near the bound there, so it cannot separate schedulers.
+
+``paper-rho1``, ``paper-rho2``
+    Paper scale (500 reference nodes, the reference job mix and lengths) with the arrivals
+    scaled: the Google pattern for cap 40 (4x ``reference``'s cap), 800 jobs -> rho ~0.98;
+    the same pattern with ``arrival_scale`` 2, 1600 jobs -> rho ~1.99.
+``testbed-rho2``
+    Testbed scale (13 nodes), ``small``'s arrivals, 33 jobs -> rho ~2.0 (1.6-2.9 per seed).
+``sweep-rho0.25`` ... ``sweep-rho4``
+    The load sweep: ``reference``'s trace (200 jobs, same seed -> same trace at every point)
+    on 500, 240, 120, 60 and 30 nodes -> rho ~0.25, 0.52, 1.03, 2.06, 4.1 (rho scales as
+    1 / nodes). :data:`SWEEP` lists them in load order.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -124,6 +140,10 @@ class TraceConfig:
         fixed_length: True -> exactly fraction x max_epochs; False -> times U{0.90, ..., 1.09}.
         max_ps, max_workers: per-job caps written into each job spec.
         slot_seconds: slot length used to turn arrival slots into arrival times.
+        arrival_scale: multiplies the arrivals of every slot (after the cap), carrying the
+            fractional part to the next slot, so 2.0 gives twice the arrival rate with the
+            same pattern shape (how the contended presets raise the offered load); 1.0 leaves
+            the process unchanged.
     """
 
     num_jobs: int = 200
@@ -135,6 +155,7 @@ class TraceConfig:
     max_ps: int = 16
     max_workers: int = 16
     slot_seconds: float = 1200.0
+    arrival_scale: float = 1.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "job_types", tuple(self.job_types))
@@ -163,6 +184,8 @@ class TraceConfig:
             raise ConfigError("TraceConfig.max_ps / max_workers: must be >= 1")
         if not self.slot_seconds > 0:
             raise ConfigError(f"TraceConfig.slot_seconds: must be > 0, got {self.slot_seconds}")
+        if not (math.isfinite(self.arrival_scale) and self.arrival_scale > 0):
+            raise ConfigError(f"TraceConfig.arrival_scale: must be > 0, got {self.arrival_scale}")
 
     def to_dict(self) -> dict:
         return {
@@ -175,6 +198,7 @@ class TraceConfig:
             "max_ps": self.max_ps,
             "max_workers": self.max_workers,
             "slot_seconds": self.slot_seconds,
+            "arrival_scale": self.arrival_scale,
         }
 
 
@@ -191,7 +215,34 @@ PRESETS: dict[str, tuple[SimConfig, TraceConfig]] = {
         SimConfig(num_agents=3),
         TraceConfig(num_jobs=6, arrival="uniform", max_arrivals_per_slot=2, max_epochs=3000.0),
     ),
+    "paper-rho1": (
+        SimConfig(num_agents=500),
+        TraceConfig(num_jobs=800, arrival="google", max_arrivals_per_slot=40, max_epochs=30000.0),
+    ),
+    "paper-rho2": (
+        SimConfig(num_agents=500),
+        TraceConfig(
+            num_jobs=1600, arrival="google", max_arrivals_per_slot=40, max_epochs=30000.0, arrival_scale=2.0
+        ),
+    ),
+    "testbed-rho2": (
+        SimConfig(num_agents=13),
+        TraceConfig(num_jobs=33, arrival="google", max_arrivals_per_slot=3, max_epochs=30000.0),
+    ),
 }
+
+#: The load sweep, in load order: (preset name, nodes); the trace is ``reference``'s.
+SWEEP: tuple[tuple[str, int], ...] = (
+    ("sweep-rho0.25", 500),
+    ("sweep-rho0.5", 240),
+    ("sweep-rho1", 120),
+    ("sweep-rho2", 60),
+    ("sweep-rho4", 30),
+)
+PRESETS.update({name: (SimConfig(num_agents=nodes), PRESETS["reference"][1]) for name, nodes in SWEEP})
+
+#: The contended presets of the evaluation matrix (after the sweep).
+CONTENDED: tuple[str, ...] = ("paper-rho1", "paper-rho2", "testbed-rho2")
 
 
 def preset(name: str) -> tuple[SimConfig, TraceConfig]:

@@ -36,7 +36,8 @@ Rows are returned sorted by (arrival time, job id).
 
 Generation (``generate_trace``) follows the prototype's ``trace.py``: slot ``t`` gets
 ``min(cap, n_t)`` jobs where ``n_t`` is Poisson(cap), the Google pattern (with a random start
-offset 0..4) or the cap itself; each job draws its type uniformly from the configured types;
+offset 0..4) or the cap itself (times ``arrival_scale``, the fractional part carried to the
+next slot); each job draws its type uniformly from the configured types;
 its length is the type's fraction of ``max_epochs`` (times U{0.90..1.09} when not fixed);
 jobs arrive at the start of their slot. Deterministic for a given seed.
 """
@@ -137,12 +138,25 @@ def _arrivals_per_slot(cfg: TraceConfig, rng: np.random.Generator):
             yield cap
 
 
+def _scaled(counts, scale: float):
+    """``counts`` times ``scale``, the fractional part carried to the next slot (no randomness)."""
+    carry = 0.0
+    for c in counts:
+        carry += c * scale
+        n = int(math.floor(carry + 1e-9))
+        carry -= n
+        yield n
+
+
 def generate_trace(cfg: TraceConfig, seed: int) -> Trace:
     """A trace of ``cfg.num_jobs`` jobs drawn with ``seed`` (same seed, same trace)."""
     rng = np.random.default_rng(seed)
     types = [get_job_type(t) for t in cfg.job_types]
     jobs: list[TraceJob] = []
-    for slot, count in enumerate(_arrivals_per_slot(cfg, rng)):
+    counts = _arrivals_per_slot(cfg, rng)
+    if cfg.arrival_scale != 1.0:
+        counts = _scaled(counts, cfg.arrival_scale)
+    for slot, count in enumerate(counts):
         for _ in range(count):
             if len(jobs) >= cfg.num_jobs:
                 return sort_trace(jobs)
