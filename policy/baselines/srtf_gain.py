@@ -4,8 +4,10 @@ A heuristic built to be the DL2 warm-up teacher on loaded clusters, and a baseli
 right. It decides the way the DL2 decision loop can act (``DL2Config.start="current"``):
 
 1. Every job keeps the tasks it runs (nothing is stopped, so nothing is restarted unless it
-   grows). Jobs that run nothing get a starter bundle (1 PS + 1 worker, or 1 worker for jobs
-   without PS) in arrival order while one fits -- exactly the DL2 slot's starter rule.
+   grows). Jobs that run nothing get a starter in arrival order while one fits: their minimum
+   (``min_ps`` PS -- none for jobs without PS -- and ``min_workers`` workers; 1 PS + 1 worker
+   for the usual limits, the DL2 slot's starter bundle), placed all or nothing, spread over
+   agents when it does not fit on one, so a job that cannot start books nothing.
 2. Then greedily, the job with the highest utility takes one step (a bundle, a worker or a PS)
    towards its best *target* size, and its candidate is recomputed. For a job at counts ``c``
    the candidate is the target ``t >= c`` (within caps and the free aggregate capacity) that
@@ -36,6 +38,7 @@ import numpy as np
 from dl2_mesos.allocation import Allocation, JobAllocation
 from dl2_mesos.cluster import ClusterState, JobView
 from dl2_mesos.placement import PlacementBoard
+from dl2_mesos.policy.baselines.common import minimum, place_tasks
 from dl2_mesos.speed_model import default_speed_model
 
 _WORKER, _PS, _BUNDLE = "worker", "ps", "bundle"
@@ -143,9 +146,14 @@ class SRTFGainPolicy:
                 c[0] += 1
             return True
 
-        for job in state.jobs:  # 1. starter bundles, arrival order (the DL2 slot's rule)
+        for job in state.jobs:  # 1. starters (each job's minimum, all or nothing), arrival order
             if job.num_ps == 0 and job.num_workers == 0:
-                place(job, _BUNDLE if job.spec.uses_ps else _WORKER)
+                n_ps, n_w = minimum(job.spec)
+                placed = place_tasks(board, job.spec.ps, job.spec.worker, n_ps, n_w)
+                if placed is not None:
+                    for _, d in placed:
+                        free[:] -= (d.cpus, d.gpus, d.mem)
+                    counts[job.job_id] = [n_ps, n_w]
 
         reserve = self.reserve * cap  # kept free for the next arrivals' starters
         plans: dict[int, _JobPlan] = {}
