@@ -47,17 +47,13 @@ _WORKER, _PS, _BUNDLE = "worker", "ps", "bundle"
 class _JobPlan:
     """Per-job grids for one decision: remaining time and dominant share at every size."""
 
-    def __init__(self, job: JobView, cap: np.ndarray, speed_model, alpha: float) -> None:
+    def __init__(self, job: JobView, cap: np.ndarray, eps: np.ndarray, alpha: float) -> None:
         spec = job.spec
         self.job = job
         self.uses_ps = spec.uses_ps
         max_p = spec.max_ps if spec.uses_ps else 0
         ps_idx = np.arange(max_p + 1)
         w_idx = np.arange(spec.max_workers + 1)
-        eps = np.zeros((max_p + 1, spec.max_workers + 1))
-        for p in ps_idx:
-            for w in w_idx:
-                eps[p, w] = speed_model.epochs_per_second(spec.job_type, int(p), int(w), spec.uses_ps)
         with np.errstate(divide="ignore"):
             t = np.where(eps > 0, job.remaining_epochs / np.maximum(eps, 1e-300), np.inf)
         self.p0, self.w0 = job.num_ps, job.num_workers
@@ -116,6 +112,22 @@ class SRTFGainPolicy:
         self.alpha = float(alpha)
         self.reserve = float(reserve)
         self.speed_model = speed_model if speed_model is not None else default_speed_model()
+        self._eps: dict[tuple[str, int, int, bool], np.ndarray] = {}
+
+    def _speed_grid(self, job: JobView) -> np.ndarray:
+        """epochs/s at every (PS, workers) within the job's caps (cached: the model is fixed)."""
+        spec = job.spec
+        max_p = spec.max_ps if spec.uses_ps else 0
+        key = (spec.job_type, max_p, spec.max_workers, spec.uses_ps)
+        grid = self._eps.get(key)
+        if grid is None:
+            grid = np.zeros((max_p + 1, spec.max_workers + 1))
+            for p in range(max_p + 1):
+                for w in range(spec.max_workers + 1):
+                    grid[p, w] = self.speed_model.epochs_per_second(spec.job_type, p, w, spec.uses_ps)
+            grid.flags.writeable = False
+            self._eps[key] = grid
+        return grid
 
     def decide(self, state: ClusterState) -> Allocation:
         board = PlacementBoard(state.agents)
@@ -162,7 +174,7 @@ class SRTFGainPolicy:
             p, w = counts[job.job_id]
             if p == 0 and w == 0:
                 continue  # no room even for its starter
-            plans[i] = plan = _JobPlan(job, cap, self.speed_model, self.alpha)
+            plans[i] = plan = _JobPlan(job, cap, self._speed_grid(job), self.alpha)
             c = plan.candidate(p, w, free - reserve)
             if c is not None:
                 heap.append((-c[0], i, c[1], c[2]))
