@@ -92,6 +92,94 @@ def mean_ci(values: list[float]) -> tuple[float, float]:
     return m, half
 
 
+# -- training on trace files (used by `dl2 train sl|rl`) ---------------------------------------------
+
+
+def trace_source_options(f):
+    """Click options that train on trace files: ``--trace FILE...`` plus the augmentation flags."""
+    opts = [
+        click.option("--trace", "trace_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
+                     help="Train on this trace file (repeatable; replaces --preset): your cluster's history."),
+        click.option("--trace-format", type=click.Choice(["csv", "philly"]), default="csv", show_default=True,
+                     help="csv: the simulator's trace format; philly: a Philly-style log (submit, duration, GPUs)."),
+        click.option("--trace-base", default="small", show_default=True,
+                     help="Preset whose cluster (nodes, slot length) the trace runs on."),
+        click.option("--trace-agents", type=click.IntRange(min=1), help="Number of nodes for the trace."),
+        click.option("--augment-window", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+                     help="Each episode: a random window of this many seconds of the trace."),
+        click.option("--augment-rate", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+                     help="Scale the arrival rate (2: the same jobs arrive twice as fast)."),
+        click.option("--augment-jitter", type=click.FloatRange(min=0), default=0.0, show_default=True,
+                     metavar="SECONDS", help="Shift each arrival by up to this many seconds."),
+        click.option("--augment-resample", is_flag=True,
+                     help="Resample each job's type and length from the trace's jobs."),
+        click.option("--augment-length-jitter", type=click.FloatRange(0, 1, max_open=True), default=0.0,
+                     show_default=True, help="Scale each job's epochs by U(1-a, 1+a)."),
+        click.option("--augment-max-jobs", type=click.IntRange(min=1), help="At most this many jobs per episode."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def trace_source_preset(preset: str, opts: dict) -> str:
+    """``preset``, or the ``trace:`` preset the :func:`trace_source_options` in ``opts`` name.
+
+    Philly-style logs are converted once to the CSV format under ``runs/traces/``.
+
+    Raises:
+        click.ClickException: an unreadable trace or a bad option.
+    """
+    files = list(opts.get("trace_files") or ())
+    if not files:
+        used = [k for k in ("augment_window", "augment_max_jobs", "trace_agents") if opts.get(k) is not None]
+        used += [k for k in ("augment_resample",) if opts.get(k)]
+        used += [k for k, d in (("augment_rate", 1.0), ("augment_jitter", 0.0), ("augment_length_jitter", 0.0))
+                 if opts.get(k, d) != d]
+        if used:
+            raise click.UsageError(f"--{used[0].replace('_', '-')} needs --trace")
+        return preset
+    from dl2_mesos.policy.sim.augment import AugmentConfig
+    from dl2_mesos.policy.sim.config import trace_preset_name
+    from dl2_mesos.policy.sim.config import preset as get_preset
+    from dl2_mesos.policy.sim.trace import read_trace, write_trace
+
+    paths = []
+    for f in files:
+        try:
+            if opts.get("trace_format") == "philly":
+                import hashlib
+
+                from dl2_mesos.policy.sim.philly import import_philly
+
+                tr = import_philly(f, seed=0)
+                digest = hashlib.sha256(Path(f).read_bytes()).hexdigest()[:10]
+                out = Path("runs/traces") / f"{Path(f).stem}-{digest}.csv"
+                out.parent.mkdir(parents=True, exist_ok=True)
+                write_trace(tr, out)
+                f = str(out)
+            if not read_trace(f):
+                raise click.ClickException(f"trace {f} has no jobs")
+        except (OSError, TraceFormatError) as exc:
+            raise click.ClickException(f"cannot read trace: {exc}") from None
+        paths.append(str(Path(f).resolve()))
+    try:
+        aug = AugmentConfig(
+            window_seconds=opts.get("augment_window"),
+            rate=opts.get("augment_rate", 1.0),
+            jitter_seconds=opts.get("augment_jitter", 0.0),
+            resample=bool(opts.get("augment_resample")),
+            length_jitter=opts.get("augment_length_jitter", 0.0),
+            max_jobs=opts.get("augment_max_jobs"),
+        )
+        name = trace_preset_name(paths, base=opts.get("trace_base") or "small", agents=opts.get("trace_agents"),
+                                 augment=aug)
+        get_preset(name)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    return name
+
+
 # -- simulate ------------------------------------------------------------------------------------------
 
 

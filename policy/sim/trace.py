@@ -58,6 +58,7 @@ import numpy as np
 from dl2_mesos.errors import ConfigError, InvalidJobSpec, TraceFormatError
 from dl2_mesos.job_types import get_job_type
 from dl2_mesos.jobs import JobSpec
+from dl2_mesos.policy.sim.augment import augment
 from dl2_mesos.policy.sim.config import TraceConfig
 from dl2_mesos.resources import Resources
 
@@ -148,8 +149,34 @@ def _scaled(counts, scale: float):
         yield n
 
 
+@lru_cache(maxsize=32)
+def _read_cached(path: str, mtime_ns: int) -> Trace:
+    return read_trace(path)
+
+
+def _from_files(cfg: TraceConfig, seed: int) -> Trace:
+    rng = np.random.default_rng(seed)
+    path = cfg.files[int(rng.integers(0, len(cfg.files)))] if len(cfg.files) > 1 else cfg.files[0]
+    source = _read_cached(path, Path(path).stat().st_mtime_ns)
+    if not source:
+        raise ConfigError(f"trace file {path} has no jobs")
+    if cfg.augment is None or cfg.augment.is_identity:
+        return source
+    return augment(source, cfg.augment, rng)
+
+
 def generate_trace(cfg: TraceConfig, seed: int) -> Trace:
-    """A trace of ``cfg.num_jobs`` jobs drawn with ``seed`` (same seed, same trace)."""
+    """A trace of ``cfg.num_jobs`` jobs drawn with ``seed`` (same seed, same trace).
+
+    With ``cfg.files`` (a ``trace:`` preset) the seed picks one of the files instead and, when
+    ``cfg.augment`` is set, draws an augmented episode from it (:mod:`.augment`).
+
+    Raises:
+        ConfigError: a bad generator setting, or an empty trace file.
+        TraceFormatError, OSError: a trace file that cannot be read.
+    """
+    if cfg.files:
+        return _from_files(cfg, seed)
     rng = np.random.default_rng(seed)
     types = [get_job_type(t) for t in cfg.job_types]
     jobs: list[TraceJob] = []
