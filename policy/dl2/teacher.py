@@ -27,11 +27,10 @@ import numpy as np
 
 from dl2_mesos.allocation import Allocation, JobAllocation
 from dl2_mesos.cluster import ClusterState
-from dl2_mesos.policy.baselines.srtf_gain import _JobPlan
-from dl2_mesos.speed_model import default_speed_model
+from dl2_mesos.policy.baselines.srtf_gain import SRTFGainPolicy, _JobPlan
 
 
-class ElasticSRPTTeacher:
+class ElasticSRPTTeacher(SRTFGainPolicy):
     """See the module docstring.
 
     Args:
@@ -43,15 +42,14 @@ class ElasticSRPTTeacher:
     name = "srpt-elastic"
 
     def __init__(self, alpha: float = 2.0, headroom: float = 0.0, speed_model=None) -> None:
-        self.alpha = float(alpha)
+        super().__init__(alpha=alpha, reserve=0.0, speed_model=speed_model)
         self.headroom = float(headroom)
-        self.speed_model = speed_model if speed_model is not None else default_speed_model()
 
     def decide(self, state: ClusterState) -> Allocation:
         cap_r = state.capacity
         cap = np.array([cap_r.cpus, cap_r.gpus, cap_r.mem])
         free = cap * (1.0 - self.headroom)
-        plans = [_JobPlan(job, cap, self.speed_model, self.alpha) for job in state.jobs]
+        plans = [_JobPlan(job, cap, self._speed_grid(job), self.alpha) for job in state.jobs]
         fits_cluster = [(plan.use <= cap + 1e-9).all(axis=2) for plan in plans]
         keys = []
         for plan, ok in zip(plans, fits_cluster):
