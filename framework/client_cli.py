@@ -39,7 +39,8 @@ def _origin(url: str) -> tuple[str, str, int]:
 
 
 def resolve_token(token: str, token_file: str | None) -> str:
-    """The token to send: from ``token_file`` when given, else ``token``; warns when it came as a flag."""
+    """The token to send: from ``token_file`` when given, else ``token`` (flag or environment; the
+    ``--token`` help says that a flag is visible in ``ps``: the output stays parseable, so no warning)."""
     if token_file:
         try:
             lines = Path(token_file).read_text().strip().splitlines()
@@ -48,10 +49,6 @@ def resolve_token(token: str, token_file: str | None) -> str:
         if not lines or not lines[0].strip():
             raise click.ClickException(f"token file {token_file} is empty")
         return lines[0].strip()
-    ctx = click.get_current_context(silent=True)
-    if token and ctx is not None and ctx.get_parameter_source("token") == click.core.ParameterSource.COMMANDLINE:
-        click.echo("Warning: a token given with --token is visible to other users in ps; "
-                   "use DL2_API_TOKEN or --token-file", err=True)
     return token
 
 
