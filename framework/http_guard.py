@@ -27,16 +27,33 @@ logger = logging.getLogger(__name__)
 MAX_HEAD_BYTES = 16 * 1024
 
 
+class _Tally:
+    """Counts closed connections and logs a summary at most once per ``every`` seconds (an attack
+    must not turn into a flood of log lines, or block the loop on a full log pipe)."""
+
+    def __init__(self, what: str, every: float = 30.0) -> None:
+        self.what, self.every = what, every
+        self.count, self._last = 0, float("-inf")
+
+    def add(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.count += 1
+        now = loop.time()
+        if now - self._last >= self.every:
+            logger.warning("API: %d connection(s) closed: %s", self.count, self.what)
+            self.count, self._last = 0, now
+
+
 def guarded_h11(max_connections: int, header_timeout: float) -> type[H11Protocol]:
     """uvicorn's H11Protocol with a connection cap and a header deadline (for ``uvicorn.Config(http=...)``)."""
+    over_cap = _Tally(f"over the cap of {max_connections} open connections")
+    too_slow = _Tally(f"no complete request head within {header_timeout:g}s")
 
     class GuardedH11Protocol(H11Protocol):
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self._header_timer: asyncio.TimerHandle | None = None
             if len(self.connections) > max_connections:
-                logger.warning("API: %d connections open (cap %d); closing a new one from %s",
-                               len(self.connections) - 1, max_connections, self.client)
+                over_cap.add(self.loop)
                 transport.abort()
                 return
             self._arm_header_timer()
@@ -51,7 +68,7 @@ def guarded_h11(max_connections: int, header_timeout: float) -> type[H11Protocol
         def _header_deadline(self, cycle: Any) -> None:
             self._header_timer = None
             if self.cycle is cycle and self._waiting_for_headers() and not self.transport.is_closing():
-                logger.info("API: no complete request from %s within %gs; closing", self.client, header_timeout)
+                too_slow.add(self.loop)
                 self.transport.abort()
 
         def data_received(self, data: bytes) -> None:
@@ -67,6 +84,25 @@ def guarded_h11(max_connections: int, header_timeout: float) -> type[H11Protocol
             super().connection_lost(exc)
 
     return GuardedH11Protocol
+
+
+#: descriptors kept free for everything but API clients (ZooKeeper, the Mesos driver, state files, logs)
+RESERVED_FDS = 256
+
+
+def connection_cap(configured: int) -> int:
+    """The API connection cap: ``configured``, lowered so that API clients can never take the
+    descriptors the rest of the replica needs (the ZooKeeper client above all: losing it costs the
+    leadership)."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return configured
+    cap = max(8, soft - RESERVED_FDS)
+    if cap < configured:
+        logger.warning("API connection cap lowered from %d to %d: the open-files limit is %d", configured, cap, soft)
+    return min(configured, cap)
 
 
 def raise_nofile_limit() -> tuple[int, int]:

@@ -31,7 +31,7 @@ from dl2_mesos.jobs import JobSpec
 from dl2_mesos.framework import events as ev
 from dl2_mesos.framework.api import NotLeader, create_app
 from dl2_mesos.framework.core import SchedulerCore, UnknownJob
-from dl2_mesos.framework.http_guard import MAX_HEAD_BYTES, guarded_h11, raise_nofile_limit
+from dl2_mesos.framework.http_guard import MAX_HEAD_BYTES, connection_cap, guarded_h11
 from dl2_mesos.framework.kv import FileKV, ZooKeeperKV
 from dl2_mesos.framework.leader import LocalLeadership, ZkLeadership
 from dl2_mesos.framework.loop import SchedulingLoop
@@ -269,11 +269,11 @@ class Replica:
         sock = bind_api_socket(self.cfg)
         backend = _BackendShim(self)
         app = create_app(backend, api_token=self.cfg.api_token, max_body_bytes=self.cfg.max_body_bytes)
+        cap = connection_cap(self.cfg.api_max_connections)
         config = uvicorn.Config(app, log_level="warning", access_log=False,
-                                http=guarded_h11(self.cfg.api_max_connections, self.cfg.api_header_timeout),
+                                http=guarded_h11(cap, self.cfg.api_header_timeout),
                                 timeout_keep_alive=max(1, round(self.cfg.api_keep_alive)),
-                                h11_max_incomplete_event_size=MAX_HEAD_BYTES,
-                                backlog=min(2048, self.cfg.api_max_connections))
+                                h11_max_incomplete_event_size=MAX_HEAD_BYTES, backlog=min(2048, cap))
         self._server = uvicorn.Server(config)
         self._server_thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
                                                name="dl2-api", daemon=True)
