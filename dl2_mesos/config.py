@@ -245,9 +245,14 @@ def _validate(cfg: Config) -> None:
 
 
 def check_exposure(cfg: Config) -> None:
-    """Refuse settings that would expose the cluster (checked when a replica starts serving):
-    the job API on a non-loopback address without a token, or a non-loopback ZooKeeper without a
-    digest. Each has an explicit opt-out (``insecure_no_auth``, ``zk_insecure``).
+    """Refuse settings that would expose the cluster (checked when a replica starts):
+    :func:`check_api_exposure` and :func:`check_zk_exposure`."""
+    check_zk_exposure(cfg)
+    check_api_exposure(cfg)
+
+
+def check_api_exposure(cfg: Config) -> None:
+    """The job API on a non-loopback address needs a token, unless ``insecure_no_auth``.
 
     Raises:
         ConfigError: naming the risk and the settings that fix it.
@@ -257,6 +262,14 @@ def check_exposure(cfg: Config) -> None:
             f"api: refusing to serve the job API on {cfg.api} (not loopback) without a token: anyone who "
             "reaches it could run commands on every agent. Set api_token_file (or DL2_API_TOKEN), listen on "
             "127.0.0.1, or pass --insecure-no-auth to accept the risk")
+
+
+def check_zk_exposure(cfg: Config) -> None:
+    """A ZooKeeper that is not on loopback needs ``zk_digest``, unless ``zk_insecure``.
+
+    Raises:
+        ConfigError: naming the risk and the settings that fix it.
+    """
     if cfg.uses_zookeeper and not cfg.zk_digest and not cfg.zk_insecure and not all(
             is_loopback(h.rsplit(":", 1)[0]) for h in cfg.zk_hosts.split(",")):
         raise ConfigError(

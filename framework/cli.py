@@ -50,12 +50,13 @@ logger = logging.getLogger(__name__)
 @click.option("--kill-grace", default=None)
 def framework(config_path: str | None, **flags: object) -> None:
     """Run the DL2 Mesos framework (one replica; several replicas elect a leader in ZooKeeper)."""
-    from dl2_mesos.config import load_config
+    from dl2_mesos.config import check_exposure, load_config
     from dl2_mesos.framework.http_guard import raise_nofile_limit
     from dl2_mesos.framework.runner import Replica, Unreachable
 
     try:
         cfg = load_config(config_path, overrides=flags)
+        check_exposure(cfg)
     except ConfigError as exc:
         click.echo(f"Error: bad setting: {exc}", err=True)
         sys.exit(2)

@@ -25,7 +25,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from dl2_mesos.config import Config, check_exposure
+from dl2_mesos.config import Config, check_api_exposure, check_zk_exposure
 from dl2_mesos.errors import ConfigError, Dl2Error
 from dl2_mesos.jobs import JobSpec
 from dl2_mesos.framework import events as ev
@@ -213,8 +213,8 @@ class Replica:
         self._server_thread: threading.Thread | None = None
         self._state_lock: StateDirLock | None = None
         self.zk = None
-        check_exposure(cfg)
         if cfg.uses_zookeeper:
+            check_zk_exposure(cfg)
             self.zk = connect_zookeeper(cfg)
             kv = ZooKeeperKV(self.zk, cfg.zk_path + "/state", acl=None)
             self.leadership: Any = ZkLeadership(self.zk, cfg.zk_path + "/leader", self.url, self._zk_change)
@@ -264,8 +264,10 @@ class Replica:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start_api(self) -> None:
+        """Serve the API in a thread. Raises ConfigError: an open API off loopback, or a taken port."""
         import uvicorn
 
+        check_api_exposure(self.cfg)
         sock = bind_api_socket(self.cfg)
         backend = _BackendShim(self)
         app = create_app(backend, api_token=self.cfg.api_token, max_body_bytes=self.cfg.max_body_bytes)
