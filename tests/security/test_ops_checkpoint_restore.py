@@ -40,9 +40,11 @@ def _manifest(files: dict, meta: str = "{}", created: str = "1.0") -> str:
 def test_ops_manifest_with_file_and_folder_of_same_name_falls_back(tmp_path):
     store = _store(tmp_path)
     _save_good(store, tmp_path)
-    digest = "0" * 64
+    import hashlib
+
+    digest = hashlib.sha256(b"p").hexdigest()  # "params" verifies; then "params/x" needs "params" as a folder
     _forge(store, tmp_path, _manifest({"params": {"sha256": digest, "size": 1},
-                                       "params/x": {"sha256": digest, "size": 1}}), {"params/x": b"x"})
+                                       "params/x": {"sha256": digest, "size": 1}}), {"params": b"p"})
     info = store.restore(tmp_path / "out")
     assert info.seq == 1
     assert (tmp_path / "out" / "params").read_bytes() == b"good"
