@@ -21,7 +21,7 @@ from .protocol import is_terminal
 from .updates import StatusUpdateManager
 
 if TYPE_CHECKING:
-    from .master import Master
+    from .master_link import MasterLink
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ class ExecutorLifecycleMixin:
     config: AgentConfig
     frameworks: dict[str, AgentFramework]
     updates: StatusUpdateManager
-    master: Master | None
+    master: MasterLink | None
     agent_id: str | None
     removed: bool
     _tasks: set[asyncio.Task]
