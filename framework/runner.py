@@ -36,7 +36,7 @@ from dl2_mesos.framework.loop import SchedulingLoop
 # it here (module import time), never first inside a leadership thread.
 from dl2_mesos.framework.mesos_scheduler import Dl2MesosScheduler  # noqa: E402
 from dl2_mesos.framework.metrics import FrameworkMetrics
-from dl2_mesos.framework.online import DL2Adapter, OnlineLearning
+from dl2_mesos.framework.online_learning import OnlineLearning
 from dl2_mesos.framework.state_store import StateStore
 from dl2_mesos.framework.task_info import framework_info
 
@@ -61,7 +61,9 @@ def make_policy(cfg: Config) -> Any:
 
 
 def make_learner(cfg: Config, policy: Any, store: StateStore) -> OnlineLearning:
-    adapter = DL2Adapter(policy) if hasattr(policy, "net") and hasattr(policy, "recorder") else None
+    from dl2_mesos.policy.registry import make_online_model
+
+    adapter = make_online_model(cfg.policy, policy)
     return OnlineLearning(store, adapter, getattr(policy, "name", cfg.policy), enabled=cfg.online_learning,
                           window=cfg.online_window, margin=cfg.rollback_margin, keep=cfg.model_keep)
 
