@@ -43,7 +43,7 @@ from dl2_mesos.framework.kv import StaleVersion, StoreUnavailable
 from dl2_mesos.framework.launcher import Launcher
 from dl2_mesos.framework.metrics import FrameworkMetrics
 from dl2_mesos.framework.offer_book import OfferBook, decline_filters, offer_id
-from dl2_mesos.framework.records import TERMINAL_TASK_STATES, JobRecord
+from dl2_mesos.framework.records import TERMINAL_TASK_STATES, FrameworkJob
 from dl2_mesos.framework.state_store import StateStore
 from dl2_mesos.framework.transitions import Transition
 from dl2_mesos.framework.views import build_view
@@ -119,7 +119,7 @@ class SchedulerCore:
 
     # -- read access to the owned state ------------------------------------------------------
     @property
-    def jobs(self) -> dict[str, JobRecord]:
+    def jobs(self) -> dict[str, FrameworkJob]:
         return self.book.jobs
 
     @property
@@ -179,7 +179,7 @@ class SchedulerCore:
                 except Exception:  # the master may be gone; it re-sends unacknowledged updates
                     logger.warning("acknowledge failed", exc_info=True)
 
-    def dirty(self, job: JobRecord) -> None:
+    def dirty(self, job: FrameworkJob) -> None:
         """Persist ``job`` at the next flush."""
         self.book.mark_dirty(job)
 
@@ -387,11 +387,11 @@ class SchedulerCore:
             if isinstance(exc, (StaleVersion, StoreUnavailable)):
                 raise
 
-    def submit(self, spec: JobSpec) -> JobRecord:
+    def submit(self, spec: JobSpec) -> FrameworkJob:
         """Add a job; it is stored before this returns."""
         now = self.clock()
         job_id = f"{(spec.name or spec.job_type).lower()[:40]}-{uuid.uuid4().hex[:8]}"
-        job = JobRecord(
+        job = FrameworkJob(
             job_id=job_id, spec=spec, submitted_at=now, arrival_slot=self.current_slot(now),
             arrival_time=now - self.epoch,
             checkpoint_uri=f"{self.cfg.checkpoint_root.rstrip('/')}/{job_id}",
@@ -408,7 +408,7 @@ class SchedulerCore:
         except Exception as exc:
             self.replies.append((e.reply, None, exc))
 
-    def cancel(self, job_id: str) -> JobRecord:
+    def cancel(self, job_id: str) -> FrameworkJob:
         """Cancel a job (its tasks are killed); an ended job is left as it is.
 
         Raises:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from dl2_mesos.allocation import JobAllocation
-from dl2_mesos.framework.records import TERMINAL_TASK_STATES, JobRecord, TaskRecord
+from dl2_mesos.framework.records import TERMINAL_TASK_STATES, FrameworkJob, TaskRecord
 from dl2_mesos.framework.state_store import StateStore
 
 
@@ -24,7 +24,7 @@ class JobBook:
 
     def __init__(self, store: StateStore) -> None:
         self.store = store
-        self.jobs: dict[str, JobRecord] = {}
+        self.jobs: dict[str, FrameworkJob] = {}
         self.task_index: dict[str, str] = {}  # task id -> job id
         #: PS/worker counts each active job was granted at its last decision (re-placed as a whole
         #: when a task is lost between slots)
@@ -42,14 +42,14 @@ class JobBook:
                 self.intended[job.job_id] = JobAllocation(len(job.cluster.servers), len(job.cluster.workers))
 
     # -- reading -------------------------------------------------------------------------------
-    def get(self, job_id: str) -> JobRecord | None:
+    def get(self, job_id: str) -> FrameworkJob | None:
         return self.jobs.get(job_id)
 
-    def find_task(self, task_id: str) -> tuple[JobRecord | None, TaskRecord | None]:
+    def find_task(self, task_id: str) -> tuple[FrameworkJob | None, TaskRecord | None]:
         job = self.jobs.get(self.task_index.get(task_id, ""))
         return job, (job.tasks.get(task_id) if job else None)
 
-    def active(self) -> list[JobRecord]:
+    def active(self) -> list[FrameworkJob]:
         """Jobs not ended yet, in arrival order."""
         jobs = [j for j in self.jobs.values() if not j.phase.terminal]
         return sorted(jobs, key=lambda j: (j.arrival_time, j.job_id))
@@ -62,25 +62,25 @@ class JobBook:
         return [t for j in self.jobs.values() for t in j.tasks.values() if t.state not in TERMINAL_TASK_STATES]
 
     # -- changing ------------------------------------------------------------------------------
-    def add(self, job: JobRecord) -> None:
+    def add(self, job: FrameworkJob) -> None:
         self.jobs[job.job_id] = job
         self.mark_dirty(job)
 
-    def add_task(self, job: JobRecord, task: TaskRecord) -> None:
+    def add_task(self, job: FrameworkJob, task: TaskRecord) -> None:
         job.tasks[task.task_id] = task
         self.task_index[task.task_id] = job.job_id
         self.mark_dirty(job)
 
-    def mark_dirty(self, job: JobRecord) -> None:
+    def mark_dirty(self, job: FrameworkJob) -> None:
         self._dirty.add(job.job_id)
 
-    def mark_killing(self, job: JobRecord, task: TaskRecord) -> bool:
+    def mark_killing(self, job: FrameworkJob, task: TaskRecord) -> bool:
         """Note that ``task`` is being stopped; True when a kill must be sent (it is not ended yet)."""
         task.killing = True
         self.mark_dirty(job)
         return task.state not in TERMINAL_TASK_STATES
 
-    def progress_changed(self, job: JobRecord, now: float, every: float) -> None:
+    def progress_changed(self, job: FrameworkJob, now: float, every: float) -> None:
         """Reported progress changed ``job``: persist it at most every ``every`` seconds (it is
         cumulative and re-reported, so a new leader learns it again at once)."""
         if now - self._progress_saved.get(job.job_id, 0.0) >= every:

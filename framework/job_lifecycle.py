@@ -15,7 +15,7 @@ from dl2_mesos.messages import ProgressReport
 from dl2_mesos.framework.driver_commands import Command, KillTask, Replan
 from dl2_mesos.framework.job_book import JobBook
 from dl2_mesos.framework.launcher import Launcher
-from dl2_mesos.framework.records import LOST_TASK_STATES, TERMINAL_TASK_STATES, JobRecord, TaskRecord
+from dl2_mesos.framework.records import LOST_TASK_STATES, TERMINAL_TASK_STATES, FrameworkJob, TaskRecord
 
 logger = logging.getLogger("dl2_mesos.framework.core")
 
@@ -39,11 +39,11 @@ class JobLifecycle:
         self.launcher = launcher
         self.max_task_failures = max_task_failures
 
-    def kill(self, job: JobRecord, task: TaskRecord) -> list[Command]:
+    def kill(self, job: FrameworkJob, task: TaskRecord) -> list[Command]:
         """Stop ``task`` (a kill is sent unless it has ended already)."""
         return [KillTask(task.task_id, task.agent_id)] if self.book.mark_killing(job, task) else []
 
-    def task_state(self, job: JobRecord, task: TaskRecord, status: dict, now: float) -> list[Command]:
+    def task_state(self, job: FrameworkJob, task: TaskRecord, status: dict, now: float) -> list[Command]:
         """A status update of one of ``job``'s tasks (already recorded on ``task``).
 
         The caller refreshes the job's phase (:meth:`refresh_phase`) once the returned commands
@@ -82,7 +82,7 @@ class JobLifecycle:
         hit = [j for j in hit if j in self.book.intended]
         return [Replan(tuple(hit), f"agent {agent_id} lost")] if hit else []
 
-    def progress(self, job: JobRecord, msg: ProgressReport, now: float) -> None:
+    def progress(self, job: FrameworkJob, msg: ProgressReport, now: float) -> None:
         """Record reported progress and the measured speed (a moving average)."""
         if job.phase.terminal:
             return
@@ -101,7 +101,7 @@ class JobLifecycle:
             job.epochs_done = epoch
         self.book.progress_changed(job, now, PROGRESS_PERSIST_SECONDS)
 
-    def end(self, job: JobRecord, phase: JobPhase, message: str, now: float) -> list[Command]:
+    def end(self, job: FrameworkJob, phase: JobPhase, message: str, now: float) -> list[Command]:
         """Finish, fail or cancel ``job``: its tasks are killed."""
         job.set_phase(phase, now, message)
         job.rescale_waiting.clear()
@@ -115,7 +115,7 @@ class JobLifecycle:
         logger.info("job %s %s: %s", job.job_id, phase.value, message)
         return out
 
-    def _maybe_finish(self, job: JobRecord, now: float) -> list[Command]:
+    def _maybe_finish(self, job: FrameworkJob, now: float) -> list[Command]:
         # the training program exits 0 on every worker once the job's epochs are done
         # records of workers that failed or were lost earlier (and were replaced) do not count
         workers = [t for t in job.tasks.values() if t.role == "worker" and not t.killing
@@ -125,7 +125,7 @@ class JobLifecycle:
             return self.end(job, JobPhase.FINISHED, "workers finished", now)
         return []
 
-    def task_failed(self, job: JobRecord, reason: str, now: float) -> list[Command]:
+    def task_failed(self, job: FrameworkJob, reason: str, now: float) -> list[Command]:
         """A task of ``job`` failed: restart the whole job from its checkpoint, or give up."""
         job.failures += 1
         if job.failures > self.max_task_failures:
@@ -134,7 +134,7 @@ class JobLifecycle:
         logger.warning("job %s: %s; restarting from checkpoint (failure %d)", job.job_id, reason, job.failures)
         return self._preempt(job, reason, now)
 
-    def _preempt(self, job: JobRecord, reason: str, now: float) -> list[Command]:
+    def _preempt(self, job: FrameworkJob, reason: str, now: float) -> list[Command]:
         out: list[Command] = []
         for t in list(job.tasks.values()):
             if t.live:
@@ -149,7 +149,7 @@ class JobLifecycle:
         self.book.mark_dirty(job)
         return out
 
-    def _task_lost(self, job: JobRecord, task: TaskRecord, reason: str, now: float) -> list[Command]:
+    def _task_lost(self, job: FrameworkJob, task: TaskRecord, reason: str, now: float) -> list[Command]:
         """A task vanished: re-place the job's intended counts against current offers."""
         logger.warning("job %s: task %s lost (%s); rescheduling", job.job_id, task.task_id, reason)
         members = {e.task_id for e in (*job.cluster.servers, *job.cluster.workers)} if job.cluster else set()
@@ -161,7 +161,7 @@ class JobLifecycle:
             return [Replan((job.job_id,), "lost task")]
         return []
 
-    def refresh_phase(self, job: JobRecord, now: float) -> None:
+    def refresh_phase(self, job: FrameworkJob, now: float) -> None:
         """PENDING when nothing runs (and nothing waits to launch); RUNNING once every task runs."""
         if job.phase.terminal:
             return

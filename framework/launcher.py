@@ -25,7 +25,7 @@ from dl2_mesos.framework.driver_commands import Command, KillTask, LaunchTasks, 
 from dl2_mesos.framework.job_book import JobBook
 from dl2_mesos.framework.metrics import FrameworkMetrics
 from dl2_mesos.framework.offer_book import OfferBook, OfferClaim
-from dl2_mesos.framework.records import JobRecord
+from dl2_mesos.framework.records import FrameworkJob
 from dl2_mesos.framework.task_info import task_info
 from dl2_mesos.framework.transitions import (
     PORTS_PER_ROLE, Transition, build_generation, launch_spec, rescale_request,
@@ -125,7 +125,7 @@ class Launcher:
                 claims[aid].rollback(before)
         return None
 
-    def _execute(self, book: JobBook, offers: OfferBook, job: JobRecord, tr: Transition, matched: _Matched,
+    def _execute(self, book: JobBook, offers: OfferBook, job: FrameworkJob, tr: Transition, matched: _Matched,
                  launches: dict[str, list[dict[str, Any]]], now: float) -> list[Command]:
         out: list[Command] = []
         stop = set(tr.stop)
@@ -174,7 +174,7 @@ class Launcher:
         return out
 
     @staticmethod
-    def _rescale(job: JobRecord, executor_id: str, agent_id: str,
+    def _rescale(job: FrameworkJob, executor_id: str, agent_id: str,
                  assignments: list[tuple[str, str, int]]) -> SendMessage:
         assert job.cluster is not None
         return SendMessage(executor_id, agent_id, encode_b64(rescale_request(job, job.cluster, assignments)))

@@ -20,13 +20,13 @@ from dl2_mesos.jobs import JobPhase
 from dl2_mesos.placement import PlacementPlan, PlannedTask, place
 from dl2_mesos.resources import Resources
 from dl2_mesos.framework.offer_book import OfferBook
-from dl2_mesos.framework.records import JobRecord
+from dl2_mesos.framework.records import FrameworkJob
 from dl2_mesos.framework.transitions import Transition
 
 logger = logging.getLogger("dl2_mesos.framework.core")
 
 
-def snapshot(jobs: Sequence[JobRecord], offers: OfferBook, *, slot: int, now: float, slot_seconds: float,
+def snapshot(jobs: Sequence[FrameworkJob], offers: OfferBook, *, slot: int, now: float, slot_seconds: float,
              framework_id: str | None) -> ClusterState:
     """The frozen state a policy decides on: agents from held offers plus our own tasks.
 
@@ -75,7 +75,7 @@ class SlotPlan:
     unchanged: frozenset[str]  # running jobs whose tasks stay as they are
 
 
-def plan_slot(allocation: Allocation, state: ClusterState, jobs: Mapping[str, JobRecord], now: float) -> SlotPlan:
+def plan_slot(allocation: Allocation, state: ClusterState, jobs: Mapping[str, FrameworkJob], now: float) -> SlotPlan:
     """Place ``allocation`` and group the result into one transition per changed job.
 
     A job still starting or rescaling keeps its counts this slot (unless it is stopped):
@@ -133,7 +133,7 @@ def transitions_for(plan: PlacementPlan, now: float, reason: str, only: set[str]
     return out
 
 
-def slot_reward(epochs_at_start: Mapping[str, float], jobs: Mapping[str, JobRecord]) -> float | None:
+def slot_reward(epochs_at_start: Mapping[str, float], jobs: Mapping[str, FrameworkJob]) -> float | None:
     """DL2's reward of a slot (§4.3, eq. (1): sum over jobs of the fraction of their epochs trained in
     it) for the jobs active at its start. None when no job was active: an idle cluster says
     nothing about the policy, so it must not count towards a rollback."""

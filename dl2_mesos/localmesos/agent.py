@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .agent_executors import ExecutorLifecycleMixin
 from .agent_records import AgentConfig, AgentFramework, AgentTask, Executor, kill_grace
-from .launcher import sandbox_path
+from .executor_process import sandbox_path
 from .protocol import ExecutorCall, is_terminal, new_uuid_b64, now
 from .recordio import EventStream
 from .resources import ResourceBag

@@ -16,7 +16,7 @@ import signal
 from typing import TYPE_CHECKING, Any
 
 from .agent_records import AgentConfig, AgentFramework, AgentTask, Executor
-from .launcher import ExecutorProcess, executor_environment
+from .executor_process import ExecutorProcess, executor_environment
 from .protocol import is_terminal
 from .updates import StatusUpdateManager
 

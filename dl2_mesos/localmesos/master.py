@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .master_tasks import TaskCalls
-from .offers import Allocator
+from .allocator import Allocator
 from .protocol import CallError, SchedulerCall, is_terminal, now
 from .recordio import EventStream
 from .state import COMPLETED_FRAMEWORKS_KEPT, AgentLink, AgentRecord, Framework, MasterRegistry, Offer

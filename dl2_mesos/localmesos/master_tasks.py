@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .offers import Allocator
+from .allocator import Allocator
 from .protocol import CallError, SchedulerCall, TaskInfo, is_terminal, now
 from .resources import ResourceBag, ResourceError
 from .state import Framework, MasterRegistry, Task
