@@ -9,7 +9,7 @@ command that stays inside the framework: re-place some jobs against the offers h
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, Union
+from typing import Any, Protocol
 
 
 class SchedulerDriver(Protocol):
@@ -68,4 +68,4 @@ class Replan:
     reason: str
 
 
-Command = Union[KillTask, LaunchTasks, SendMessage, Replan]
+Command = KillTask | LaunchTasks | SendMessage | Replan

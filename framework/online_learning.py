@@ -116,6 +116,7 @@ class OnlineLearning:
         parent = info.get("current")
         version = max(self.store.model_versions() + [int(parent or 0)]) + 1
         self._tell_version(version)
+        assert self.adapter is not None  # only a learnable model gets new versions
         self.store.put_model(version, self.adapter.dump(), {"parent": parent, "reason": reason})
         info["current"] = version
         info["history"] = (info.get("history", []) + [version])[-self.keep:]
@@ -140,6 +141,7 @@ class OnlineLearning:
         if blob is None:
             logger.error("online learning: cannot roll back, version %s missing", prev)
             return False
+        assert self.adapter is not None  # only a learnable model has versions to roll back to
         self.adapter.load(blob)
         self._tell_version(int(prev))
         reason = (f"mean reward {mean:.4f} over the last {len(recent)} slots is below "

@@ -28,7 +28,7 @@ from dl2_mesos.jobs import JobSpec
 from dl2_mesos.framework import events as ev
 from dl2_mesos.framework.api import NotLeader, create_app
 from dl2_mesos.framework.core import SchedulerCore, UnknownJob
-from dl2_mesos.framework.kv import FileKV, ZooKeeperKV
+from dl2_mesos.framework.kv import FileKV, KVStore, ZooKeeperKV
 from dl2_mesos.framework.leader import LocalLeadership, ZkLeadership
 from dl2_mesos.framework.loop import SchedulingLoop
 
@@ -126,9 +126,10 @@ class Replica:
         self.loop: SchedulingLoop | None = None
         self.core: SchedulerCore | None = None
         self._driver_factory = driver_factory or self._pymesos_driver
-        self._server = None
+        self._server: Any = None  # a uvicorn.Server once the API runs (uvicorn is imported lazily)
         self._server_thread: threading.Thread | None = None
         self.zk = None
+        kv: KVStore
         if cfg.uses_zookeeper:
             self.zk = connect_zookeeper(cfg)
             kv = ZooKeeperKV(self.zk, cfg.zk_path + "/state", acl=None)

@@ -96,7 +96,7 @@ def build_generation(
     if not by_role["worker"]:
         return NewGeneration(gen, None, created, continuing)
     new_ranks: dict[str, int] = {}
-    for role, tasks in by_role.items():
+    for tasks in by_role.values():
         for rank, t in enumerate(tasks):
             new_ranks[t.task_id] = rank
     for t in created:

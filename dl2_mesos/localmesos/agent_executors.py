@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .agent_records import AgentConfig, AgentFramework, AgentTask, Executor
@@ -34,6 +35,11 @@ class ExecutorLifecycleMixin:
     agent_id: str | None
     removed: bool
     _tasks: set[asyncio.Task]
+    # provided by Agent
+    host: str
+    port: int
+    _agent_update: Callable[..., None]
+    _give_gpus: Callable[[list[int]], None]
 
     # ---- executor lifecycle -------------------------------------------------------------------
     def _spawn(self, coro: Any) -> None:
@@ -46,7 +52,7 @@ class ExecutorLifecycleMixin:
         gpus = ex.gpus + first.gpus if self.config.gpus > 0 else None
         command = ex.info.get("command") or {}
         env = executor_environment(
-            agent_endpoint=self.endpoint,
+            agent_endpoint=f"{self.host}:{self.port}",
             agent_id=self.agent_id or "",
             framework_id=ex.framework_id,
             executor_id=ex.executor_id,

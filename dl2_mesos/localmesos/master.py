@@ -155,7 +155,8 @@ class Master:
         fw.suppressed = bool(call.subscribe and call.subscribe.suppressed_roles)
         fw.unregistered_time = None
         fw.stream = stream
-        stream.on_close(lambda s, fid=fid: self._stream_closed(fid, s))
+        framework_id = fid
+        stream.on_close(lambda s: self._stream_closed(framework_id, s))
         stream.send(
             {
                 "type": "SUBSCRIBED",

@@ -13,7 +13,7 @@ from typing import Any
 from .allocator import Allocator
 from .protocol import CallError, SchedulerCall, TaskInfo, is_terminal, now
 from .resources import ResourceBag, ResourceError
-from .state import Framework, MasterRegistry, Task
+from .state import Framework, MasterRegistry, Offer, Task
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class TaskCalls:
         ]
         # validation::offer::validate: offers must exist, belong to the framework, be on one agent.
         error = None
-        offers = []
+        offers: list[Offer] = []
         seen: set[str] = set()
         for oid in acc.offer_ids:
             offer = self.registry.offers.get(oid.value)
@@ -168,7 +168,7 @@ class TaskCalls:
         self, fw: Framework, raw_task: dict[str, Any], state: str, reason: str, message: str
     ) -> None:
         """A master-generated status update (no uuid, so schedulers do not acknowledge it)."""
-        status = {
+        status: dict[str, Any] = {
             "task_id": raw_task.get("task_id") or {"value": ""},
             "state": state,
             "reason": reason,
@@ -207,8 +207,8 @@ class TaskCalls:
         pa = fw.partition_aware
         statuses = []
         if not tasks:
-            for task in fw.tasks.values():
-                statuses.append(self._reconcile_status(task.task_id, task.agent_id, task.state, task))
+            for known in fw.tasks.values():
+                statuses.append(self._reconcile_status(known.task_id, known.agent_id, known.state, known))
         for tid, aid in tasks:
             task = fw.tasks.get(tid)
             if task is not None:
