@@ -481,7 +481,7 @@ class SchedulerCore:
         before, self._slot_epochs = self._slot_epochs, {j.job_id: j.epochs_done for j in self.book.active()}
         if self.last_slot < 0:
             return None
-        return slot_planner.slot_reward(before, self.jobs)
+        return slot_planner.reward_since(before, self.jobs)
 
     def decide(self, slot: int) -> Allocation:
         """One slot: snapshot -> policy -> placement -> transitions -> launches."""

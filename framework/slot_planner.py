@@ -15,10 +15,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dl2_mesos.allocation import Allocation, JobAllocation
-from dl2_mesos.cluster import AgentView, ClusterState, JobView, TaskView
+from dl2_mesos.cluster import AgentView, ClusterState, TaskView
 from dl2_mesos.jobs import JobPhase
 from dl2_mesos.placement import PlacementPlan, PlannedTask, place
 from dl2_mesos.resources import Resources
+from dl2_mesos.slot_accounting import job_view, slot_reward
 from dl2_mesos.framework.offer_book import OfferBook
 from dl2_mesos.framework.records import FrameworkJob
 from dl2_mesos.framework.transitions import Transition
@@ -41,12 +42,11 @@ def snapshot(jobs: Sequence[FrameworkJob], offers: OfferBook, *, slot: int, now:
     ours: dict[str, Resources] = {}
     for j in jobs:
         live = j.live_tasks()
-        views.append(JobView(
-            job_id=j.job_id, spec=j.spec, arrival_slot=j.arrival_slot, arrival_time=j.arrival_time,
+        views.append(job_view(
+            j.job_id, j.spec, slot=slot, arrival_slot=j.arrival_slot, arrival_time=j.arrival_time,
             epochs_done=j.epochs_done, num_ps=sum(t.role == "ps" for t in live),
-            num_workers=sum(t.role == "worker" for t in live), slots_run=max(0, slot - j.arrival_slot),
-            slots_since_rescale=j.slots_since_rescale, rescales=j.rescales,
-            measured_epochs_per_second=j.measured_eps,
+            num_workers=sum(t.role == "worker" for t in live), slots_since_rescale=j.slots_since_rescale,
+            rescales=j.rescales, measured_epochs_per_second=j.measured_eps,
         ))
         for t in live:
             tasks.append(TaskView(t.task_id, j.job_id, t.role, t.agent_id, t.resources))
@@ -133,15 +133,11 @@ def transitions_for(plan: PlacementPlan, now: float, reason: str, only: set[str]
     return out
 
 
-def slot_reward(epochs_at_start: Mapping[str, float], jobs: Mapping[str, FrameworkJob]) -> float | None:
-    """DL2's reward of a slot (§4.3, eq. (1): sum over jobs of the fraction of their epochs trained in
-    it) for the jobs active at its start. None when no job was active: an idle cluster says
-    nothing about the policy, so it must not count towards a rollback."""
+def reward_since(epochs_at_start: Mapping[str, float], jobs: Mapping[str, FrameworkJob]) -> float | None:
+    """The slot reward (:func:`dl2_mesos.slot_accounting.slot_reward`) of the jobs active at the
+    slot's start, from the progress they reported since. None when no job was active: an idle
+    cluster says nothing about the policy, so it must not count towards a rollback."""
     if not epochs_at_start:
         return None
-    r = 0.0
-    for job_id, done in epochs_at_start.items():
-        j = jobs.get(job_id)
-        if j is not None:
-            r += max(0.0, j.epochs_done - done) / j.spec.epochs
-    return r
+    return slot_reward((jobs[jid].epochs_done - done, jobs[jid].spec.epochs)
+                       for jid, done in epochs_at_start.items() if jid in jobs)

@@ -22,7 +22,8 @@ BIN = Path(sys.executable).parent
 MYPY_TARGETS = (
     "-p", "dl2_mesos.framework", "-p", "dl2_mesos.localmesos",
     *(arg for m in ("allocation", "cluster", "placement", "policy_api", "resources", "speed_model", "messages",
-                    "jobs", "job_types", "errors", "config", "job_runtime") for arg in ("-m", f"dl2_mesos.{m}")),
+                    "jobs", "job_types", "errors", "config", "job_runtime", "slot_accounting")
+      for arg in ("-m", f"dl2_mesos.{m}")),
 )
 
 
