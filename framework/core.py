@@ -33,16 +33,15 @@ from dl2_mesos.messages import CheckpointReport, ProgressReport, RescaleReport, 
 from dl2_mesos.policy_api import Policy
 from dl2_mesos.framework import events as ev
 from dl2_mesos.framework import slot_planner
-from dl2_mesos.framework.driver_commands import (
-    Command, KillTask, LaunchTasks, Replan, SchedulerDriver, SendMessage,
-)
+from dl2_mesos.framework.driver_commands import Command, Replan, SchedulerDriver
 from dl2_mesos.framework.history import History
 from dl2_mesos.framework.job_book import JobBook
 from dl2_mesos.framework.job_lifecycle import JobLifecycle
 from dl2_mesos.framework.kv import StaleVersion, StoreUnavailable
 from dl2_mesos.framework.launcher import Launcher
 from dl2_mesos.framework.metrics import FrameworkMetrics
-from dl2_mesos.framework.offer_book import OfferBook, decline_filters, offer_id
+from dl2_mesos.framework.mesos_outbox import MesosOutbox
+from dl2_mesos.framework.offer_book import OfferBook, offer_id
 from dl2_mesos.framework.records import TERMINAL_TASK_STATES, FrameworkJob
 from dl2_mesos.framework.state_store import StateStore
 from dl2_mesos.framework.transitions import Transition
@@ -97,12 +96,11 @@ class SchedulerCore:
         self.launcher = Launcher(cfg, self.metrics)
         self.lifecycle = JobLifecycle(self.book, self.launcher, cfg.max_task_failures)
         self.history = History()  # bounded; what the status page and /api/v1/history show
-        self.driver: SchedulerDriver | None = None
+        self.outbox = MesosOutbox(self.metrics, clock, cfg.kill_grace)
         self.framework_id: str | None = None
         self.registered = False
         self.ever_registered = False
         self.suspended = False
-        self.offer_interest: bool | None = None  # True revived, False suppressed, None unknown
         self.epoch = clock()
         self.last_slot = -1
         self.slot_wait_since: float | None = None
@@ -112,12 +110,12 @@ class SchedulerCore:
         self.defer_replies = False
         self._meta_dirty = False
         self._slot_epochs: dict[str, float] = {}  # epochs at the start of the current slot
-        # task id -> when the last kill was sent (memory only: after a failover every task
-        # still marked killing gets its kill again, in case the old leader's was lost)
-        self._kills_sent: dict[str, float] = {}
-        self._kill_scan_at = 0.0
 
     # -- read access to the owned state ------------------------------------------------------
+    @property
+    def driver(self) -> SchedulerDriver | None:
+        return self.outbox.driver
+
     @property
     def jobs(self) -> dict[str, FrameworkJob]:
         return self.book.jobs
@@ -172,12 +170,7 @@ class SchedulerCore:
             meta["last_slot"] = self.last_slot
             self.store.put_meta(meta)
             self._meta_dirty = False
-        for status in acks:
-            if self.driver is not None:
-                try:
-                    self.driver.acknowledgeStatusUpdate(status)
-                except Exception:  # the master may be gone; it re-sends unacknowledged updates
-                    logger.warning("acknowledge failed", exc_info=True)
+        self.outbox.acknowledge(acks)
 
     def dirty(self, job: FrameworkJob) -> None:
         """Persist ``job`` at the next flush."""
@@ -192,87 +185,31 @@ class SchedulerCore:
 
     # -- sending commands ----------------------------------------------------------------------
     def _send(self, commands: list[Command]) -> None:
+        """Carry out commands in order: re-plans here, the rest through the outbox."""
         for c in commands:
             if isinstance(c, Replan):
                 if c.job_ids and self.registered:
                     self.replan(list(c.job_ids), reason=c.reason)
-            elif self.driver is None:
-                continue
-            elif isinstance(c, KillTask):
-                self._kill(c.task_id)
-                self._kills_sent[c.task_id] = self.clock()
-            elif isinstance(c, LaunchTasks):
-                try:
-                    self.driver.launchTasks([{"value": o} for o in c.offer_ids], list(c.task_infos),
-                                            decline_filters("leftover"))
-                    self.metrics.offers.labels("accepted").inc(len(c.offer_ids))
-                except Exception:
-                    # the tasks stay LAUNCHING; reconciliation reports them lost and they get re-placed
-                    logger.exception("launch on %s failed", c.agent_id)
-            elif isinstance(c, SendMessage):
-                try:
-                    self.driver.sendFrameworkMessage({"value": c.executor_id}, {"value": c.agent_id}, c.data)
-                except Exception:
-                    logger.warning("message to %s failed; will re-send", c.executor_id, exc_info=True)
+            else:
+                self.outbox.send((c,))
 
     def _launch_ready(self, now: float) -> None:
         """Launch what held offers allow; the new tasks are stored before Mesos hears of them."""
-        if self.driver is None or not self.launcher.pending:
+        if not self.outbox.connected or not self.launcher.pending:
             return
         commands = self.launcher.launch_ready(self.book, self.offers, now)
         self.flush()
         self._send(commands)
 
-    def _kill(self, task_id: str) -> None:
-        if self.driver is None:
-            return
-        try:
-            self.driver.killTask({"value": task_id})
-        except Exception:
-            logger.warning("kill %s failed", task_id, exc_info=True)
-
-    def _decline(self, offer_ids: list[str], reason: str) -> None:
-        if not offer_ids or self.driver is None:
-            return
-        self.metrics.offers.labels("declined").inc(len(offer_ids))
-        try:
-            self.driver.declineOffer([{"value": o} for o in offer_ids], decline_filters(reason))
-        except Exception:
-            logger.warning("decline failed", exc_info=True)
-
-    def resend_kills(self, now: float) -> None:
-        """Kill again every task we killed that still is not terminal after a generous wait.
-
-        A kill can be lost (agent restarting, executor not yet registered, master failover); a
-        parameter server of a finished job that survives it would hold its port and resources
-        forever, since nothing else ever stops a PS.
-        """
-        if self.driver is None or now < self._kill_scan_at:
-            return
-        self._kill_scan_at = now + 1.0  # a scan over every task record: not on every tick
-        every = 2 * self.cfg.kill_grace + 5.0
-        for job in self.jobs.values():
-            for t in job.tasks.values():
-                if not t.killing or t.state in TERMINAL_TASK_STATES:
-                    self._kills_sent.pop(t.task_id, None)
-                    continue
-                sent = self._kills_sent.get(t.task_id)
-                if sent is None or now - sent >= every:
-                    if sent is not None:
-                        logger.warning("task %s still %s %.0fs after its kill; killing again",
-                                       t.task_id, t.state, now - sent)
-                    self._kill(t.task_id)
-                    self._kills_sent[t.task_id] = now
-
     # -- Mesos events ----------------------------------------------------------------------
     def _on_registered(self, e: ev.Registered) -> None:
-        self.driver = e.driver
+        self.outbox.driver = e.driver
         bind = getattr(type(e.driver), "bind_metrics", None)  # an OutboundDriver (see mesos_scheduler)
         if bind is not None:
             bind(e.driver, self.metrics)
         self.registered = True
         self.ever_registered = True
-        self.offer_interest = None
+        self.outbox.offer_interest = None
         if e.framework_id != self.framework_id:
             logger.info("framework id %s (was %s)", e.framework_id, self.framework_id)
             self.framework_id = e.framework_id
@@ -282,16 +219,8 @@ class SchedulerCore:
 
     def reconcile(self) -> None:
         """Explicit reconciliation of every task we know, then implicit (finds orphans)."""
-        if self.driver is None:
-            return
-        tasks = [{"task_id": {"value": t.task_id}, "agent_id": {"value": t.agent_id}}
-                 for t in self.book.unfinished_tasks()]
-        try:
-            if tasks:
-                self.driver.reconcileTasks(tasks)
-            self.driver.reconcileTasks([])
-        except Exception:
-            logger.warning("reconcile failed", exc_info=True)
+        self.outbox.reconcile([{"task_id": {"value": t.task_id}, "agent_id": {"value": t.agent_id}}
+                               for t in self.book.unfinished_tasks()])
 
     def _on_disconnected(self, e: ev.Disconnected) -> None:
         self.registered = False
@@ -302,7 +231,7 @@ class SchedulerCore:
         for o in e.offers:
             self.metrics.offers.labels("received").inc()
             if self.suspended or not self.registered:
-                self._decline([offer_id(o)], "suspended")
+                self.outbox.decline([offer_id(o)], "suspended")
                 continue
             self.offers.add(o, now)
         self._launch_ready(now)
@@ -320,9 +249,9 @@ class SchedulerCore:
             self.book.await_ack(st)
         job, task = self.book.find_task(tid)
         if job is None or task is None:
-            if state not in TERMINAL_TASK_STATES and self.driver is not None:
+            if state not in TERMINAL_TASK_STATES and self.outbox.connected:
                 logger.warning("killing unknown task %s (%s)", tid, state)
-                self._kill(tid)
+                self.outbox.kill(tid)
             return
         prev, prev_message = task.state, task.message
         task.state = state
@@ -428,7 +357,7 @@ class SchedulerCore:
         elif e.change == "resumed":
             logger.info("ZooKeeper connection back: deciding again")
             self.suspended = False
-            self.offer_interest = None  # REVIVE (clears the filters of offers declined meanwhile)
+            self.outbox.offer_interest = None  # REVIVE (clears the filters of offers declined meanwhile)
 
     def view(self) -> dict[str, Any]:
         """A JSON-able snapshot for the HTTP API (see :mod:`dl2_mesos.framework.views`)."""
@@ -446,7 +375,7 @@ class SchedulerCore:
     # -- slots ---------------------------------------------------------------------------------
     def tick(self) -> None:
         """Called by the loop between events: slot decisions, timeouts, offer interest."""
-        if not self.registered or self.suspended or self.driver is None:
+        if not self.registered or self.suspended or not self.outbox.connected:
             return
         now = self.clock()
         slot = self.current_slot(now)
@@ -454,9 +383,9 @@ class SchedulerCore:
             if self._ready_to_decide(now):
                 self.decide(slot)
         self._send(self.launcher.expire(now))
-        self._decline(self.offers.expire(now, self.cfg.offer_hold), "expired")
+        self.outbox.decline(self.offers.expire(now, self.cfg.offer_hold), "expired")
         self._send(self.launcher.resend_rescales(self.book, now))
-        self.resend_kills(now)
+        self.outbox.resend_kills(self.jobs.values(), now)
         self.update_offer_interest(now)
         self.flush()
 
@@ -567,16 +496,8 @@ class SchedulerCore:
             or (active and next_slot_at - now <= lead)
         )
         if not want and self.offers:
-            self._decline(self.offers.release_all(), "idle")
-        if want != self.offer_interest and self.driver is not None:
-            try:
-                if want:
-                    self.driver.reviveOffers()
-                else:
-                    self.driver.suppressOffers()
-                self.offer_interest = want
-            except Exception:
-                logger.warning("revive/suppress failed", exc_info=True)
+            self.outbox.decline(self.offers.release_all(), "idle")
+        self.outbox.want_offers(want)
 
 
 _HANDLERS: dict[type, Callable[[SchedulerCore, Any], None]] = {
