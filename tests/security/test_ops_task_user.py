@@ -16,7 +16,7 @@ from pymesos import MesosSchedulerDriver, Scheduler
 
 from dl2_mesos.config import load_config
 from dl2_mesos.framework.task_info import executor_info, framework_info
-from dl2_mesos.localmesos import launcher
+from dl2_mesos.localmesos import executor_process as launcher
 from dl2_mesos.testing.localcluster import LocalCluster
 
 
