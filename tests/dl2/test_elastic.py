@@ -114,7 +114,7 @@ def test_min_workers_2_job_starts():
         state = sim.state()
         while not sim.done:
             alloc = pol.decide(state)
-            for jid, ja in alloc.items():
+            for ja in alloc.values():
                 assert ja.num_workers >= 2
             sim.step(alloc)
             state = sim.state()
