@@ -59,10 +59,12 @@ def train() -> None:
 @click.option("--dagger-epochs", type=click.IntRange(min=1), help="Epochs per DAgger round (default --epochs).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False), default="runs/sl/sl.pt", show_default=True)
+@click.option("--init", type=click.Path(dir_okay=False, exists=True),
+              help="Continue from this checkpoint (its model options win), e.g. for more DAgger rounds.")
 @_model_options
 @trace_source_options
 def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also, dagger, dagger_epochs, seed, out,
-             window, hidden, layers, arch, start, actions, **trace_opts):
+             init, window, hidden, layers, arch, start, actions, **trace_opts):
     """Supervised warm-up: imitate TEACHER's decisions (cross entropy, void labelled)."""
     preset = trace_source_preset(preset, trace_opts)
     from tqdm import tqdm
@@ -103,7 +105,7 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
         meta = run_sl(out, mcfg, teacher=teacher, preset=preset, seeds=seed_list,
                       sl_cfg=SLConfig(lr=lr, batch_size=batch_size, epochs=epochs, seed=seed),
                       label_running=label_running, progress=prog, extra=extra, dagger_rounds=dagger,
-                      dagger_epochs=dagger_epochs)
+                      dagger_epochs=dagger_epochs, init=init)
     except (Dl2Error, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     finally:

@@ -298,11 +298,13 @@ def run_sl(
     extra: Sequence[tuple[str, Sequence[int]]] = (),
     dagger_rounds: int = 0,
     dagger_epochs: int | None = None,
+    init: str | Path | None = None,
 ) -> dict[str, Any]:
     """Generate teacher labels on ``seeds`` and train a fresh model on them; saves to ``out_path``.
 
     ``extra`` adds (preset, seeds) pairs labelled the same way, to train on a mix of cluster
     loads (e.g. ``[("small", range(1, 17))]`` next to the ``reference`` seeds).
+    ``init``: continue from this checkpoint's weights (its config wins over ``model_cfg``).
     ``dagger_rounds``: after the first training, that many DAgger rounds: the student drives
     the same traces, the teacher labels the states it reaches, and training continues on all
     labels collected so far (``dagger_epochs`` epochs per round, default ``sl_cfg.epochs``).
@@ -312,6 +314,9 @@ def run_sl(
     sl_cfg = sl_cfg or SLConfig()
     torch.manual_seed(sl_cfg.seed)
     t0 = time.time()
+    start_net = load_checkpoint(init).net if init is not None else None
+    if start_net is not None:
+        model_cfg = start_net.cfg
     episodes: list[list[SlotData]] = []
     sources = [(preset, seeds), *extra]
     for name, seed_list in sources:
@@ -319,7 +324,7 @@ def run_sl(
             sim = make_sim(name, int(s), max_slots)
             episodes.append(collect_teacher_episode(sim, model_cfg, make_policy(teacher), label_running))
     t_data = time.time() - t0
-    net = ActorCritic(model_cfg)
+    net = start_net if start_net is not None else ActorCritic(model_cfg)
     hist = train_supervised(net, episodes, sl_cfg, progress)
     first_samples = hist[-1]["samples"]
     rounds = []
