@@ -165,3 +165,18 @@ def test_rl_on_a_mix_of_presets_scores_relative_to_the_start(tmp_path):
     rows = (tmp_path / "mix" / "log.csv").read_text().strip().splitlines()
     assert float(rows[1].split(",")[6]) == 1.0  # iteration 0: the start scores 1.0 by definition
     assert best["val_avg_jct"] <= 1.0
+
+
+def test_sl_continues_from_a_checkpoint_with_its_config(tmp_path):
+    from dl2_mesos.policy.dl2.checkpoint import save_checkpoint
+
+    cfg = DL2Config(window=6, hidden=16, actions="elastic")
+    torch.manual_seed(0)
+    save_checkpoint(tmp_path / "start.pt", ActorCritic(cfg))
+    # the command line's model options (window 40) lose against the checkpoint's
+    meta = run_sl(tmp_path / "more.pt", DL2Config(), teacher="drf", preset="tiny", seeds=[1],
+                  sl_cfg=SLConfig(epochs=1, batch_size=32), init=tmp_path / "start.pt")
+    more = load_checkpoint(tmp_path / "more.pt")
+    assert more.net.cfg == cfg and meta["final"]["samples"] > 0
+    start = load_checkpoint(tmp_path / "start.pt").net.state_dict()
+    assert any(not torch.equal(start[k], v) for k, v in more.net.state_dict().items()), "it trained"
