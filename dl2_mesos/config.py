@@ -153,7 +153,6 @@ _FLOATS = {"executor_cpus", "executor_mem", "rollback_margin"}
 _INTS = {"max_task_failures", "online_window", "model_keep", "max_body_bytes"}
 _BOOLS = {"online_learning"}
 _MAPPINGS = {"policy_args", "task_env"}
-_POLICIES = ("dl2", "drf", "tetris", "optimus", "fifo", "srtf")
 
 
 def _coerce(key: str, value: Any, source: str) -> Any:
@@ -208,8 +207,10 @@ def _coerce(key: str, value: Any, source: str) -> Any:
 def _validate(cfg: Config) -> None:
     if cfg.slot <= 0:
         raise ConfigError(f"slot: must be > 0 seconds, got {cfg.slot}")
-    if cfg.policy not in _POLICIES:
-        raise ConfigError(f"policy: unknown policy {cfg.policy!r}; known: {', '.join(_POLICIES)}")
+    from dl2_mesos.policy.registry import policy_names  # the one list of policies
+
+    if cfg.policy not in policy_names():
+        raise ConfigError(f"policy: unknown policy {cfg.policy!r}; known: {', '.join(policy_names())}")
     if not (cfg.master.startswith("zk://") or re.match(r"^[\w.\-]+(:\d+)?$", cfg.master)):
         raise ConfigError(f"master: expected host:port or zk://host:2181/path, got {cfg.master!r}")
     if cfg.zk != "none" and not re.match(r"^zk://[^/\s]+(/[\w.\-/]*)?$", cfg.zk):
