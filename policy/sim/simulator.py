@@ -28,7 +28,8 @@ Semantics (the reference's, with the choices dl2-facts sections 10 and 11 ask fo
   seconds. So a job that arrives at a slot start and finishes within that slot has
   JCT < one slot. (In the prototype's slot units this is "end = index of the slot it ran in +
   used fraction; JCT = end - arrival slot".) Its tasks are released at the slot end.
-* **Reward** (paper eq. 1): sum over jobs of epochs trained in the slot / the job's epochs.
+* **Reward** (paper eq. 1): sum over jobs of epochs trained in the slot / the job's epochs
+  (:func:`slot_reward`, the one place it is computed).
 * **Stop.** The run ends when every trace job finished, or after ``max_slots`` slots
   (``truncated``; unfinished jobs' JCT censored at the stop time) -- the prototype aborted.
 * **Invalid allocations** (unknown job, limits, aggregate capacity) raise
@@ -80,6 +81,17 @@ class SlotOutcome:
     rescaled: tuple[str, ...]
     done: bool
     granted: Allocation = field(default_factory=Allocation)
+
+
+def slot_reward(trained: Mapping[str, float], total_epochs: Mapping[str, float]) -> float:
+    """The reward of one slot (paper eq. 1): sum over jobs of epochs trained in the slot / the job's epochs.
+
+    The one place the simulator computes it (``SlotOutcome.reward``, ``SlotRecord.reward``).
+    """
+    reward = 0.0
+    for job_id, done in trained.items():
+        reward += done / total_epochs[job_id]
+    return reward
 
 
 class _Job:
@@ -278,8 +290,8 @@ class Simulator:
                     )
                 )
 
-        reward = 0.0
         epochs: dict[str, float] = {}
+        totals: dict[str, float] = {}
         finished: list[str] = []
         rescaled: list[str] = []
         cpu_s = gpu_s = 0.0
@@ -321,11 +333,12 @@ class Simulator:
             job.epochs_done += done_epochs
             job.measured_eps = eps if train_s > 0 else job.measured_eps
             epochs[job.job_id] = done_epochs
-            reward += done_epochs / job.spec.epochs
+            totals[job.job_id] = job.spec.epochs
             d = job.spec.ps.scale(g.num_ps) + job.spec.worker.scale(g.num_workers)
             cpu_s += d.cpus * held_s
             gpu_s += d.gpus * held_s
 
+        reward = slot_reward(epochs, totals)
         if finished:
             gone = set(finished)
             tasks = [t for t in tasks if t.job_id not in gone]
@@ -429,4 +442,4 @@ def run(
     return sim.metrics(getattr(policy, "name", type(policy).__name__))
 
 
-__all__ = ["SlotOutcome", "Simulator", "run"]
+__all__ = ["SlotOutcome", "Simulator", "run", "slot_reward"]
