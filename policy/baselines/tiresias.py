@@ -38,6 +38,7 @@ from dl2_mesos.allocation import Allocation, JobAllocation
 from dl2_mesos.cluster import ClusterState, JobView
 from dl2_mesos.jobs import JobSpec
 from dl2_mesos.placement import PlacementBoard
+from dl2_mesos.policy.baselines.common import place_tasks
 from dl2_mesos.policy.baselines.pollux import ps_for_workers
 from dl2_mesos.resources import Resources
 from dl2_mesos.speed_model import default_speed_model
@@ -149,22 +150,7 @@ class TiresiasPolicy:
         out: dict[str, JobAllocation] = {}
         for job in self.order(state):
             p, w = requested_size(job.spec, cap)
-            if _place_gang(board, job.spec, p, w):
+            if place_tasks(board, job.spec.ps, job.spec.worker, p, w) is not None:  # the whole job or nothing
                 out[job.job_id] = JobAllocation(p, w)
         return Allocation(out)
 
-
-def _place_gang(board: PlacementBoard, spec: JobSpec, num_ps: int, num_workers: int) -> bool:
-    """Place all of a job's tasks (PS+worker pairs as bundles first), or none of them."""
-    placed: list[tuple[str, Resources]] = []
-    demands = [spec.ps + spec.worker] * min(num_ps, num_workers)
-    demands += [spec.worker] * (num_workers - min(num_ps, num_workers))
-    demands += [spec.ps] * (num_ps - min(num_ps, num_workers))
-    for d in demands:
-        agent = board.place(d)
-        if agent is None:
-            for a, r in placed:
-                board.release(a, r)
-            return False
-        placed.append((agent, d))
-    return True
