@@ -235,3 +235,15 @@ def test_the_tiny_preset_completes_with_valid_allocations_and_no_job_beats_its_b
     bounds = {b.job_id: b.jct for b in job_bounds(sc, trace)}
     assert all(j.jct >= bounds[j.job_id] - 1e-6 for j in m.jobs)
     assert len(policy.cpu_seconds) == len(policy.generations_used) > 0
+
+
+def test_the_framework_selects_it_by_name():
+    from dl2_mesos.config import load_config
+    from dl2_mesos.framework.runner import make_policy as framework_policy
+
+    cfg = load_config(env={}, overrides={"policy": "pollux", "policy_args": '{"population": 4, "generations": 2}'})
+    p = framework_policy(cfg)
+    try:
+        assert isinstance(p, PolluxPolicy) and (p.population, p.generations) == (4, 2)
+    finally:
+        p.close()

@@ -155,3 +155,12 @@ def test_simulated_runs_are_non_elastic_and_valid():
     m = run(Checked(), sc, trace, seed=3)
     assert m.num_finished == len(trace)
     assert sizes and all(len(s) == 1 for s in sizes.values())  # every job always at one size
+
+
+def test_the_framework_selects_it_by_name():
+    from dl2_mesos.config import load_config
+    from dl2_mesos.framework.runner import make_policy as framework_policy
+
+    cfg = load_config(env={}, overrides={"policy": "tiresias", "policy_args": '{"starve_limit": 4}'})
+    p = framework_policy(cfg)
+    assert isinstance(p, TiresiasPolicy) and p.starve_limit == 4.0
