@@ -16,7 +16,7 @@ from dl2_mesos.speed_model import default_speed_model
 
 NODE = Resources(cpus=8.0, gpus=2.0, mem=48 * 1024.0)
 # two-worker jobs (1 PS + 2 workers of resnet-50: 6 CPUs, 2 GPUs): one node holds exactly one
-SPEC = JobSpec(job_type="resnet-50", epochs=1000.0, max_workers=2, max_ps=2)
+SPEC = JobSpec(job_type="resnet-50", epochs=1000.0, min_workers=2, max_workers=2, min_ps=2, max_ps=2)
 
 
 class Clock:
@@ -38,20 +38,28 @@ class Clock:
                             agents=self.agents)
 
 
-def test_requested_size_is_the_fastest_size_with_at_most_one_ps_per_worker():
+def test_requested_size_minimum_is_the_jobs_minimum():
+    assert requested_size(JobSpec(job_type="dssm", epochs=10.0), NODE) == (1, 1)
+    assert requested_size(JobSpec(job_type="dssm", epochs=10.0, min_workers=3, min_ps=2), NODE) == (2, 3)
+    assert requested_size(JobSpec(job_type="dssm", epochs=10.0, runtime="pytorch", min_workers=2), NODE) == (0, 2)
+    with pytest.raises(ValueError):
+        TiresiasPolicy(size="huge")
+
+
+def test_requested_size_fastest_is_the_fastest_size_with_at_most_one_ps_per_worker():
     sm = default_speed_model()
     spec = JobSpec(job_type="dssm", epochs=10.0, max_workers=8, max_ps=8)
-    p, w = requested_size(spec, NODE.scale(100))
+    p, w = requested_size(spec, NODE.scale(100), "fastest")
     speeds = {}
     for ww in range(1, 9):
         speeds[ww] = max(sm.epochs_per_second("dssm", q, ww) for q in range(1, ww + 1))
     assert w == max(speeds, key=speeds.get) and 1 <= p <= w
     assert sm.epochs_per_second("dssm", p, w) == speeds[w]
     # capped to what the cluster can hold at all
-    p1, w1 = requested_size(spec, NODE)
+    p1, w1 = requested_size(spec, NODE, "fastest")
     assert w1 < w
     assert (spec.worker.scale(w1) + spec.ps.scale(p1)).fits_in(NODE)
-    assert requested_size(SPEC, NODE.scale(10)) == (2, 2)
+    assert requested_size(SPEC, NODE.scale(10), "fastest") == (2, 2)
 
 
 def test_service_units_are_gpus_or_workers():
