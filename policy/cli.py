@@ -586,10 +586,13 @@ def matrix(policies, seeds, points, quick, model_path, workers, max_slots, out, 
             bar.set_postfix_str(f"{point} {name} {seed}")
             bar.update(1)
 
-        doc = mx.evaluate_matrix(
-            names, seed_list, point_list, model_path=model_path, workers=workers, max_slots=max_slots,
-            progress=tick,
-        )
+        try:
+            doc = mx.evaluate_matrix(
+                names, seed_list, point_list, model_path=model_path, workers=workers, max_slots=max_slots,
+                progress=tick,
+            )
+        except Dl2Error as exc:  # e.g. a policy's invalid allocation: name it, no traceback
+            raise click.ClickException(f"matrix run failed: {type(exc).__name__}: {exc}") from None
     click.echo(mx.format_matrix(doc))
     json_path, png_path = out_dir / "matrix.json", out_dir / "matrix.png"
     json_path.write_text(json.dumps(doc, indent=1))

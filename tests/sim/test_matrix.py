@@ -111,3 +111,14 @@ def test_evaluate_reports_the_offered_load():
     assert doc["load"]["per_seed"] == {"1": expect[0], "2": expect[1]}
     assert doc["load"]["rho"] == pytest.approx(sum(expect) / 2) and doc["load"]["bottleneck"] == "cpus"
     assert format_table(doc).startswith(f"offered load rho {sum(expect) / 2:.2f} (bottleneck cpus")
+
+
+def test_matrix_command_reports_a_failing_run(tmp_path, monkeypatch):
+    from dl2_mesos.errors import InvalidAllocation
+
+    def boom(*a, **k):
+        raise InvalidAllocation("job a: 1 workers outside [2, 4]")
+
+    monkeypatch.setattr(mx, "evaluate_matrix", boom)
+    res = CliRunner().invoke(matrix, ["--points", "tiny", "--policies", "drf", "--out", str(tmp_path), "--no-progress"])
+    assert res.exit_code == 1 and "InvalidAllocation: job a" in res.output and res.exception.__class__ is SystemExit
