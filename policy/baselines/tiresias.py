@@ -12,9 +12,9 @@ Tiresias schedules without knowing job lengths (section 3). What it needs and ho
   - ``"fastest"``: the worker count at which the measured speed table gives the job its highest
     speed, with the PS count :func:`~dl2_mesos.policy.baselines.pollux.ps_for_workers` gives that
     many workers (the fastest PS count up to one per worker) -- what a user who wants the job
-    done soonest asks for. On contended clusters this is 1.4-4.5x worse in average JCT than
-    ``"minimum"`` (measured on testbed-rho2 and sweep-rho4, seed 101): large gangs wait and get
-    preempted.
+    done soonest asks for. On contended clusters this is 1.9-4.5x worse in average JCT than
+    ``"minimum"`` (measured on testbed-rho2, sweep-rho2 and sweep-rho4, seeds 101-102): large
+    gangs wait and get preempted.
 
   ``"fastest"`` is capped so the job fits the cluster's aggregate capacity.
 * **Attained service** (2D: space x time, section 3.2) = the job's GPUs x seconds it has run,
