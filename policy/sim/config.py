@@ -40,8 +40,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from dl2_mesos.errors import ConfigError
-from dl2_mesos.policy.sim.augment import AugmentConfig
 from dl2_mesos.job_types import get_job_type, job_type_names
+from dl2_mesos.policy.sim.augment import AugmentConfig
 from dl2_mesos.resources import Resources
 
 #: The reference node: 8 CPU cores, 2 GPUs, 48 GiB (dl2-facts 1.2/1.3).

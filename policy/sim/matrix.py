@@ -131,7 +131,9 @@ def point_reference(point: str, seeds: Sequence[int]) -> dict[str, Any]:
     }
 
 
-def summarise_point(ref: dict[str, Any], runs: dict[str, dict[int, dict]], seeds: Sequence[int]) -> dict[str, Any]:
+def summarise_point(
+    ref: dict[str, Any], runs: dict[str, dict[int, dict]], seeds: Sequence[int]
+) -> dict[str, Any]:
     """One point of the matrix document from its trace figures and its runs (policy -> seed -> summary)."""
     from dl2_mesos.policy.registry import BASELINES
 
@@ -141,7 +143,9 @@ def summarise_point(ref: dict[str, Any], runs: dict[str, dict[int, dict]], seeds
         pols[name] = {
             "avg_jct": sum(jcts) / len(jcts),
             "per_seed": {str(s): v for s, v in zip(seeds, jcts)},
-            "unfinished": sum(int(by_seed[int(s)]["num_jobs"]) - int(by_seed[int(s)]["num_finished"]) for s in seeds),
+            "unfinished": sum(
+                int(by_seed[int(s)]["num_jobs"]) - int(by_seed[int(s)]["num_finished"]) for s in seeds
+            ),
             "rescales": sum(float(by_seed[int(s)]["rescales"]) for s in seeds) / len(seeds),
         }
     heuristics = [n for n in pols if n in BASELINES]
@@ -287,7 +291,8 @@ def plot_matrix(doc: dict[str, Any], path: str) -> None:
         ax.set_title(f"{title} (sweep: lines; contended presets: markers)", fontsize="medium")
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize="small")
-    fig.suptitle(f"evaluation matrix, seeds {_seed_text(doc['config']['seeds'])}, model {doc['config']['model']}")
+    cfg = doc["config"]
+    fig.suptitle(f"evaluation matrix, seeds {_seed_text(cfg['seeds'])}, model {cfg['model']}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
