@@ -185,11 +185,12 @@ def evaluate_matrix(
 
     for p in points:
         preset(p)  # fail before any run
+    refs = {p: point_reference(p, seeds) for p in points}  # the trace-only figures, also before any run
     tasks = [(n, model_path, p, int(s), max_slots, False) for p in points for n in policies for s in seeds]
     runs: dict[str, dict[str, dict[int, dict]]] = {p: {n: {} for n in policies} for p in points}
     for point, name, seed, summary in run_tasks(tasks, workers, progress):
         runs[point][name][seed] = summary
-    out = [summarise_point(point_reference(p, seeds), runs[p], seeds) for p in points]
+    out = [summarise_point(refs[p], runs[p], seeds) for p in points]
     return {
         "points": out,
         "config": {
