@@ -16,7 +16,9 @@ with a fixed resource demand, given a speed-up function of the replica count):
   ``min_ps``) with the highest speed in the measured speed table, fewest PS on ties. Because
   ``p <= w``, a replica reserves one worker plus one PS (the reference's bundle); the PS
   resources a smaller ``p`` leaves unused stay idle for that slot. PyTorch all-reduce jobs (no
-  PS) have replica = one worker.
+  PS) have replica = one worker. This is the mapping's main handicap: the measured speeds often
+  peak with more PS than workers (resnet-50 at 1 worker: 16 PS train 3.9x faster than 1), which
+  a fixed per-replica demand cannot express without reserving many PS per replica.
 * **speed-up** ``speedup_fn(nodes, r)`` = epochs/s at ``(ps_for_workers(r), r)`` over epochs/s
   at one replica, from the same speed table the other baselines use (placement-blind: the table
   has no node dimension). Replica counts below the job's minimum size are worth 0 and are
