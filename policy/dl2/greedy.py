@@ -54,6 +54,7 @@ from dl2_mesos.policy.dl2.features import (
 )
 from dl2_mesos.policy.dl2.network import NumpyActor
 from dl2_mesos.policy.dl2.slot import PS, WORKER, SlotContext
+from dl2_mesos.policy.dl2.step import Step
 
 _NO_FEATURES = np.zeros(0, dtype=np.float32)
 _NO_MASK = np.zeros(0, dtype=bool)
@@ -166,8 +167,6 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
 
     With ``keep_steps=False`` (a decision nobody learns from) the steps list stays empty.
     """
-    from dl2_mesos.policy.dl2.agent import Step
-
     keep_steps = keep_steps or record
     kernel = kernel_of(fast)
     ctx = SlotContext(state, cfg)
