@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, Protocol
 
 from dl2_mesos.allocation import Allocation, JobAllocation, validate_allocation
 from dl2_mesos.cluster import ClusterState
@@ -42,7 +42,6 @@ from dl2_mesos.framework.launcher import Launcher
 from dl2_mesos.framework.metrics import FrameworkMetrics
 from dl2_mesos.framework.mesos_outbox import MesosOutbox
 from dl2_mesos.framework.offer_book import OfferBook, offer_id
-from dl2_mesos.framework.online_learning import SlotLearner
 from dl2_mesos.framework.records import TERMINAL_TASK_STATES, FrameworkJob
 from dl2_mesos.framework.state_store import StateStore
 from dl2_mesos.framework.transitions import Transition
@@ -53,6 +52,23 @@ logger = logging.getLogger(__name__)
 
 class UnknownJob(Dl2Error, KeyError):
     """No job with that id."""
+
+
+class SlotLearner(Protocol):
+    """Online learning as the core drives it (see :mod:`dl2_mesos.framework.online_learning`)."""
+
+    @property
+    def version(self) -> int | None: ...
+
+    def end_slot(self, reward: float | None, policy: Any = None) -> None:
+        """Account the reward of the slot that just ended (None: no job was active)."""
+        ...
+
+    def begin_slot(self, state: ClusterState, allocation: Allocation) -> None:
+        """Called after each decision."""
+        ...
+
+    def describe(self) -> dict[str, Any]: ...
 
 
 class SchedulerCore:

@@ -14,31 +14,12 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from typing import Any, Protocol
+from typing import Any
 
-from dl2_mesos.allocation import Allocation
-from dl2_mesos.cluster import ClusterState
 from dl2_mesos.policy_api import OnlineModel
 from dl2_mesos.framework.state_store import StateStore
 
 logger = logging.getLogger(__name__)
-
-
-class SlotLearner(Protocol):
-    """Online learning as the scheduler core drives it (:class:`OnlineLearning` is one)."""
-
-    @property
-    def version(self) -> int | None: ...
-
-    def end_slot(self, reward: float | None, policy: Any = None) -> None:
-        """Account the reward of the slot that just ended (None: no job was active)."""
-        ...
-
-    def begin_slot(self, state: ClusterState, allocation: Allocation) -> None:
-        """Called after each decision."""
-        ...
-
-    def describe(self) -> dict[str, Any]: ...
 
 
 class OnlineLearning:
