@@ -96,6 +96,11 @@ class Config:
     advertise_url: str = ""  # URL other replicas redirect to ("" = http://<hostname>:<port>)
     api_token: str = ""  # bearer token for writes ("" = writes open)
     max_body_bytes: int = 64 * 1024
+    api_read_token: str = ""  # bearer token for reads only (the api_token reads too)
+    api_open_reads: bool = False  # serve reads without a token even when tokens are set
+    # --- retention of ended jobs (0 = no limit) ----------------------------------------------
+    retain_ended_for: float = 30 * 86400.0  # delete finished/failed/cancelled jobs this long after they end
+    retain_ended_jobs: int = 10000  # and keep at most this many ended jobs (oldest deleted first)
 
     # -- derived --------------------------------------------------------------------------------
     @property
@@ -136,7 +141,7 @@ class Config:
     def redacted(self) -> dict[str, Any]:
         """The settings as a dict with secrets masked (for logs and the status page)."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        for k in ("secret", "api_token", "zk_digest"):
+        for k in ("secret", "api_token", "api_read_token", "zk_digest"):
             if out[k]:
                 out[k] = "***"
         out["policy_args"] = dict(out["policy_args"])
@@ -147,11 +152,11 @@ class Config:
 _FIELDS = {f.name: f for f in fields(Config)}
 _DURATIONS = {
     "failover_timeout", "connect_timeout", "kill_grace", "zk_timeout", "slot", "offer_hold",
-    "offer_wait", "launch_timeout", "rescale_resend", "progress_interval",
+    "offer_wait", "launch_timeout", "rescale_resend", "progress_interval", "retain_ended_for",
 }
 _FLOATS = {"executor_cpus", "executor_mem", "rollback_margin"}
-_INTS = {"max_task_failures", "online_window", "model_keep", "max_body_bytes"}
-_BOOLS = {"online_learning"}
+_INTS = {"max_task_failures", "online_window", "model_keep", "max_body_bytes", "retain_ended_jobs"}
+_BOOLS = {"online_learning", "api_open_reads"}
 _MAPPINGS = {"policy_args", "task_env"}
 _POLICIES = ("dl2", "drf", "tetris", "optimus", "fifo", "srtf")
 

@@ -26,7 +26,8 @@ from dl2_mesos.framework.history import History
 from dl2_mesos.framework.launcher import Launcher
 from dl2_mesos.framework.metrics import FrameworkMetrics
 from dl2_mesos.framework.offers import AgentOffers, agent_id_of, decline_filters, offer_id
-from dl2_mesos.framework.records import LOST_TASK_STATES, TERMINAL_TASK_STATES, JobRecord
+from dl2_mesos.framework.records import (LOST_TASK_STATES, TERMINAL_TASK_STATES, IdempotencyConflict, JobRecord,
+                                         job_id_of_task, spec_digest)
 from dl2_mesos.framework.state_store import StateStore
 from dl2_mesos.framework.slots import SlotScheduling
 from dl2_mesos.framework.transitions import Transition
@@ -103,7 +104,8 @@ class SchedulerCore(SlotScheduling):
         meta = self.store.begin_term(self.clock())
         self.epoch = float(meta["epoch"])
         self.last_slot = int(meta.get("last_slot", -1))
-        self.jobs = self.store.load_jobs()
+        self.jobs = self.store.load_jobs(quarantine=True)
+        self.metrics.quarantined_records.set(len(self.store.quarantined) + bool(self.store.quarantined_meta))
         self.task_index = {t.task_id: j.job_id for j in self.jobs.values() for t in j.tasks.values()}
         for job in self.jobs.values():
             if job.cluster is not None and not job.phase.terminal:
@@ -239,6 +241,11 @@ class SchedulerCore(SlotScheduling):
         job = self.jobs.get(self.task_index.get(tid, ""))
         task = job.tasks.get(tid) if job else None
         if job is None or task is None:
+            if job is None and job_id_of_task(tid) in self.store.quarantined:
+                # its job's record could not be read: an unknown job, not an unwanted task
+                logger.error("task %s (%s) belongs to quarantined job %s: left running", tid, state,
+                             job_id_of_task(tid))
+                return
             if state not in TERMINAL_TASK_STATES and self.driver is not None:
                 logger.warning("killing unknown task %s (%s)", tid, state)
                 self._kill(tid, st.get("agent_id", {}).get("value"))
@@ -341,20 +348,33 @@ class SchedulerCore(SlotScheduling):
     # -- commands from the API ---------------------------------------------------------------
     def _on_submit(self, e: ev.SubmitJob) -> None:
         try:
-            job = self.submit(e.spec)
+            job = self.submit(e.spec, e.idempotency_key)
             self.replies.append((e.reply, job.public(), None))
         except Exception as exc:  # reported to the HTTP caller
             self.replies.append((e.reply, None, exc))
             if isinstance(exc, (StaleVersion, StoreUnavailable)):
                 raise
 
-    def submit(self, spec: JobSpec) -> JobRecord:
+    def submit(self, spec: JobSpec, idempotency_key: str = "") -> JobRecord:
+        """Store a new job (or, for a repeated ``idempotency_key`` with the same spec, answer the first).
+
+        Raises:
+            IdempotencyConflict: the key was used for another spec.
+        """
+        digest = spec_digest(spec) if idempotency_key else ""
+        if idempotency_key:
+            for known in self.jobs.values():
+                if known.idempotency_key == idempotency_key:
+                    if known.request_digest != digest:
+                        raise IdempotencyConflict(idempotency_key, known.job_id)
+                    return known
         now = self.clock()
         job_id = f"{(spec.name or spec.job_type).lower()[:40]}-{uuid.uuid4().hex[:8]}"
         job = JobRecord(
             job_id=job_id, spec=spec, submitted_at=now, arrival_slot=self.current_slot(now),
             arrival_time=now - self.epoch,
             checkpoint_uri=f"{self.cfg.checkpoint_root.rstrip('/')}/{job_id}",
+            idempotency_key=idempotency_key, request_digest=digest,
         )
         job.phase_times[JobPhase.PENDING.value] = now
         self.jobs[job_id] = job

@@ -156,8 +156,8 @@ class Replica:
         self.events.put(event)
         return event.reply.result(timeout=REPLY_TIMEOUT)
 
-    def submit(self, spec: JobSpec) -> dict[str, Any]:
-        return self._ask(ev.SubmitJob(spec))
+    def submit(self, spec: JobSpec, idempotency_key: str = "") -> dict[str, Any]:
+        return self._ask(ev.SubmitJob(spec, idempotency_key))
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         try:
@@ -179,7 +179,8 @@ class Replica:
         import uvicorn
 
         backend = _BackendShim(self)
-        app = create_app(backend, api_token=self.cfg.api_token, max_body_bytes=self.cfg.max_body_bytes)
+        app = create_app(backend, api_token=self.cfg.api_token, read_token=self.cfg.api_read_token,
+                         open_reads=self.cfg.api_open_reads, max_body_bytes=self.cfg.max_body_bytes)
         config = uvicorn.Config(app, host=self.cfg.api_host, port=self.cfg.api_port, log_level="warning",
                                 access_log=False)
         self._server = uvicorn.Server(config)
@@ -308,8 +309,8 @@ class _BackendShim:
     def leader_url(self) -> str | None:
         return self.r.leader_url()
 
-    def submit(self, spec: JobSpec) -> dict[str, Any]:
-        return self.r.submit(spec)
+    def submit(self, spec: JobSpec, idempotency_key: str = "") -> dict[str, Any]:
+        return self.r.submit(spec, idempotency_key)
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         return self.r.cancel(job_id)

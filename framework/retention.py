@@ -1,0 +1,49 @@
+"""Retention of ended jobs: finished, failed and cancelled jobs are deleted from the scheduler
+state and the state store once they are older than ``retain_ended_for`` seconds, or beyond the
+newest ``retain_ended_jobs`` ended jobs (0 disables either rule).
+
+Runs on the loop thread (:class:`~dl2_mesos.framework.loop.SchedulingLoop` calls
+:func:`expire_ended_jobs` every few seconds); a deletion is fenced like every other write.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from dl2_mesos.framework.records import JobRecord
+
+logger = logging.getLogger(__name__)
+
+
+def ended_at(job: JobRecord) -> float:
+    """Wall clock when the job entered its terminal phase (its submission time if unknown)."""
+    return float(job.phase_times.get(job.phase.value, job.submitted_at))
+
+
+def expired(jobs: dict[str, JobRecord], now: float, max_age: float, max_count: int) -> list[str]:
+    """Ids of the ended jobs to delete: older than ``max_age`` seconds, or beyond the newest
+    ``max_count`` ended jobs (0 = no such limit). Oldest first; jobs with live tasks are kept."""
+    ended = sorted((j for j in jobs.values() if j.phase.terminal and not j.live_tasks()),
+                   key=lambda j: (ended_at(j), j.job_id))
+    out = [j.job_id for j in ended if max_age > 0 and now - ended_at(j) > max_age]
+    if max_count > 0 and len(ended) > max_count:
+        gone = set(out)
+        out += [j.job_id for j in ended[:len(ended) - max_count] if j.job_id not in gone]
+    return out
+
+
+def expire_ended_jobs(core: Any, now: float) -> list[str]:
+    """Delete the expired ended jobs of ``core`` (store first, then memory). Returns their ids."""
+    ids = expired(core.jobs, now, core.cfg.retain_ended_for, core.cfg.retain_ended_jobs)
+    for job_id in ids:
+        job = core.jobs[job_id]
+        core.store.delete_job(job_id)
+        del core.jobs[job_id]
+        for task_id in job.tasks:
+            core.task_index.pop(task_id, None)
+        core.metrics.jobs_expired.inc()
+    if ids:
+        logger.info("retention: deleted %d ended jobs (%s%s)", len(ids), ", ".join(ids[:5]),
+                    ", ..." if len(ids) > 5 else "")
+    return ids
