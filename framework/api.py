@@ -26,6 +26,7 @@ import binascii
 import hmac
 import json
 import logging
+import math
 import re
 from typing import Any, Protocol
 
@@ -34,7 +35,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from dl2_mesos.errors import Dl2Error, InvalidJobSpec
-from dl2_mesos.jobs import MAX_EXTRA_DEPTH, NAME_PATTERN, JobPhase, JobSpec, check_json_value
+from dl2_mesos.jobs import MAX_EXTRA_DEPTH, NAME_PATTERN, JobPhase, JobSpec
 from dl2_mesos.job_types import job_type_names
 from dl2_mesos.framework.records import IdempotencyConflict
 from dl2_mesos.framework.redaction import redact_job
@@ -95,7 +96,22 @@ class SafeJSONResponse(JSONResponse):
     old record with a lone surrogate) still renders, so no GET of a stored job can answer 500."""
 
     def render(self, content: Any) -> bytes:
-        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+        try:
+            text = json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+        except ValueError:  # a NaN or infinity somewhere (e.g. a measured speed): shown as null
+            text = json.dumps(_finite(content), ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+        return text.encode("ascii")
+
+
+def _finite(value: Any) -> Any:
+    """A copy of JSON data with non-finite floats replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _error(status: int, message: str, **extra: Any) -> JSONResponse:
@@ -134,11 +150,20 @@ def parse_json_body(body: bytes) -> Any:
         raise BadJSON(f"nested deeper than {MAX_BODY_DEPTH} levels") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadJSON(str(exc)[:200]) from None
-    try:
-        check_json_value("<root>", data, max_depth=MAX_BODY_DEPTH)
-    except InvalidJobSpec as exc:
-        raise BadJSON(f"the body {exc.rule}") from None
+    if _depth_over(data, MAX_BODY_DEPTH):  # the values themselves are checked by JobSpec (422)
+        raise BadJSON(f"nested deeper than {MAX_BODY_DEPTH} levels")
     return data
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, (dict, list)):
+            if depth > limit:
+                return True
+            stack.extend((item, depth + 1) for item in (v.values() if isinstance(v, dict) else v))
+    return False
 
 
 def _is_json(content_type: str) -> bool:

@@ -9,7 +9,7 @@ import click
 
 _api = click.option("--api", envvar="DL2_API", default="http://127.0.0.1:8080", show_default=True,
                     help="Framework API URL (env DL2_API).")
-_token = click.option("--token", envvar="DL2_TOKEN", default="", help="Bearer token for writes (env DL2_TOKEN).")
+_token = click.option("--token", envvar="DL2_TOKEN", default="", help="Bearer token (env DL2_TOKEN).")
 _json = click.option("--json", "as_json", is_flag=True, help="Print the raw JSON answer.")
 
 
@@ -71,10 +71,19 @@ def submit(spec_file: Any, job_type: str | None, epochs: float | None, name: str
 @click.command("jobs")
 @click.option("--phase", default=None, help="Only jobs in this phase.")
 @_api
+@_token
 @_json
-def jobs(phase: str | None, api: str, as_json: bool) -> None:
+def jobs(phase: str | None, api: str, token: str, as_json: bool) -> None:
     """List jobs."""
-    data = _call("GET", api, "/api/v1/jobs" + (f"?phase={phase}" if phase else ""))
+    data: dict[str, Any] = {"jobs": []}
+    cursor = None
+    while True:  # the API answers a page at a time; next_cursor names the next one
+        query = "&".join(q for q in (f"phase={phase}" if phase else "", f"cursor={cursor}" if cursor else "") if q)
+        page = _call("GET", api, "/api/v1/jobs" + (f"?{query}" if query else ""), token)
+        data["jobs"] += page["jobs"]
+        cursor = page.get("next_cursor")
+        if not cursor:
+            break
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
@@ -87,9 +96,10 @@ def jobs(phase: str | None, api: str, as_json: bool) -> None:
 @click.command("job")
 @click.argument("job_id")
 @_api
-def job(job_id: str, api: str) -> None:
+@_token
+def job(job_id: str, api: str, token: str) -> None:
     """Show one job (JSON)."""
-    click.echo(json.dumps(_call("GET", api, f"/api/v1/jobs/{job_id}"), indent=2))
+    click.echo(json.dumps(_call("GET", api, f"/api/v1/jobs/{job_id}", token), indent=2))
 
 
 @click.command("cancel")

@@ -273,9 +273,15 @@ class ZooKeeperKV:
         if expected is None:
             got = self.client.exists(path)
             expected = -1 if got is None else got.version
-        self.client.ensure_path(path.rsplit("/", 1)[0], acl=self.acl)
+        missing = []  # parents are created inside the transaction: a fenced writer creates nothing
+        parent = path.rsplit("/", 1)[0]
+        while parent.startswith(self.root + "/") and self.client.exists(parent) is None:
+            missing.append(parent)
+            parent = parent.rsplit("/", 1)[0]
         t = self.client.transaction()
         t.check(self._p(guard[0]), guard[1])
+        for node in reversed(missing):
+            t.create(node, b"", acl=self.acl)
         if expected == -1:
             t.create(path, data, acl=self.acl)
         else:
@@ -284,7 +290,7 @@ class ZooKeeperKV:
         errors = [r for r in results if isinstance(r, Exception)]
         if errors:
             raise StaleVersion(f"{path}: fenced or changed ({', '.join(type(e).__name__ for e in errors)})")
-        return 0 if expected == -1 else results[1].version
+        return 0 if expected == -1 else results[-1].version
 
     @_zk_errors
     def delete(self, key: str, expected: int | None = None, guard: tuple[str, int] | None = None) -> None:

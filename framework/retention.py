@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from dl2_mesos.framework.records import JobRecord
+from dl2_mesos.framework.records import TERMINAL_TASK_STATES, JobRecord
 
 logger = logging.getLogger(__name__)
 
@@ -23,14 +23,19 @@ def ended_at(job: JobRecord) -> float:
 
 def expired(jobs: dict[str, JobRecord], now: float, max_age: float, max_count: int) -> list[str]:
     """Ids of the ended jobs to delete: older than ``max_age`` seconds, or beyond the newest
-    ``max_count`` ended jobs (0 = no such limit). Oldest first; jobs with live tasks are kept."""
-    ended = sorted((j for j in jobs.values() if j.phase.terminal and not j.live_tasks()),
+    ``max_count`` ended jobs (0 = no such limit). Oldest first; a job whose tasks have not all
+    ended yet (a kill still on its way) is kept."""
+    ended = sorted((j for j in jobs.values() if j.phase.terminal and _tasks_ended(j)),
                    key=lambda j: (ended_at(j), j.job_id))
     out = [j.job_id for j in ended if max_age > 0 and now - ended_at(j) > max_age]
     if max_count > 0 and len(ended) > max_count:
         gone = set(out)
         out += [j.job_id for j in ended[:len(ended) - max_count] if j.job_id not in gone]
     return out
+
+
+def _tasks_ended(job: JobRecord) -> bool:
+    return all(t.state in TERMINAL_TASK_STATES for t in job.tasks.values())
 
 
 def expire_ended_jobs(core: Any, now: float) -> list[str]:
