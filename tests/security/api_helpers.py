@@ -7,6 +7,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from dl2_mesos.framework import events as ev
 from dl2_mesos.framework.api import create_app
 
 from ..framework.conftest import Harness
@@ -58,3 +59,35 @@ def stored_jobs(h: Harness) -> dict[str, Any]:
     from dl2_mesos.framework.state_store import StateStore
 
     return StateStore(h.kv).load_jobs()
+
+
+class LoopBackend:
+    """The API's backend over a real SchedulingLoop thread (as a leader serves it)."""
+
+    def __init__(self, loop: Any) -> None:  # a SchedulingLoop
+        self.loop = loop
+
+    def view(self) -> dict[str, Any]:
+        return self.loop.view
+
+    def is_leader(self) -> bool:
+        return self.loop.running
+
+    def leader_url(self) -> str | None:
+        return None
+
+    def submit(self, spec: Any, idempotency_key: str = "") -> dict[str, Any]:
+        e = ev.SubmitJob(spec, idempotency_key)
+        self.loop.events.put(e)
+        return e.reply.result(timeout=10)
+
+    def cancel(self, job_id: str) -> dict[str, Any]:
+        e = ev.CancelJob(job_id)
+        self.loop.events.put(e)
+        return e.reply.result(timeout=10)
+
+    def metrics(self) -> bytes:
+        return self.loop.core.metrics.render()
+
+    def health(self) -> dict[str, Any]:
+        return {"status": "ok"}

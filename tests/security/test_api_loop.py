@@ -14,7 +14,7 @@ from dl2_mesos.framework.loop import SchedulingLoop
 from dl2_mesos.jobs import JobSpec
 
 from ..framework.conftest import Harness
-from .test_store_names import LoopBackend
+from .api_helpers import LoopBackend
 
 
 def _deep(depth: int) -> dict:

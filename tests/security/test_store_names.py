@@ -4,21 +4,19 @@ anything is stored, on the file store and on ZooKeeper, and the leader keeps lea
 from __future__ import annotations
 
 import queue
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from dl2_mesos.errors import InvalidJobSpec
-from dl2_mesos.framework import events as ev
 from dl2_mesos.framework.api import create_app
 from dl2_mesos.framework.kv import FileKV, ZooKeeperKV
 from dl2_mesos.framework.loop import SchedulingLoop
-from dl2_mesos.framework.records import valid_job_id
 from dl2_mesos.framework.state_store import StateStore
 from dl2_mesos.jobs import JobSpec
 
 from ..framework.conftest import Harness
+from .api_helpers import LoopBackend
 
 NEWLINE_NAMES = ["ok\n", "ok\r\n", "\nok", "ok\n\n", "ok\x00"]
 
@@ -34,44 +32,14 @@ def test_jobspec_refuses_a_trailing_newline(name):
 
 
 def test_store_keys_are_full_matched():
+    from dl2_mesos.framework.records import valid_job_id
+
     assert valid_job_id("ok-1234abcd") and not valid_job_id("ok\n") and not valid_job_id("ok-1\n")
     h = Harness()
     job = h.submit()
     job.job_id = "evil\n-1234abcd"
     with pytest.raises(ValueError):
         h.store.put_job(job)
-
-
-class LoopBackend:
-    """The API's backend over a real SchedulingLoop thread (as a leader serves it)."""
-
-    def __init__(self, loop: SchedulingLoop) -> None:
-        self.loop = loop
-
-    def view(self) -> dict[str, Any]:
-        return self.loop.view
-
-    def is_leader(self) -> bool:
-        return self.loop.running
-
-    def leader_url(self) -> str | None:
-        return None
-
-    def submit(self, spec: JobSpec, idempotency_key: str = "") -> dict[str, Any]:
-        e = ev.SubmitJob(spec, idempotency_key)
-        self.loop.events.put(e)
-        return e.reply.result(timeout=10)
-
-    def cancel(self, job_id: str) -> dict[str, Any]:
-        e = ev.CancelJob(job_id)
-        self.loop.events.put(e)
-        return e.reply.result(timeout=10)
-
-    def metrics(self) -> bytes:
-        return self.loop.core.metrics.render()
-
-    def health(self) -> dict[str, Any]:
-        return {"status": "ok"}
 
 
 @pytest.fixture(params=["file", "zookeeper"])
