@@ -215,11 +215,11 @@ def _validate(cfg: Config) -> None:
         raise ConfigError(f"slot: must be > 0 seconds, got {cfg.slot}")
     if cfg.policy not in _POLICIES:
         raise ConfigError(f"policy: unknown policy {cfg.policy!r}; known: {', '.join(_POLICIES)}")
-    if not (cfg.master.startswith("zk://") or re.match(r"^[\w.\-]+(:\d+)?$", cfg.master)):
+    if not (cfg.master.startswith("zk://") or re.fullmatch(r"[\w.\-]+(:\d+)?", cfg.master)):
         raise ConfigError(f"master: expected host:port or zk://host:2181/path, got {cfg.master!r}")
-    if cfg.zk != "none" and not re.match(r"^zk://[^/\s]+(/[\w.\-/]*)?$", cfg.zk):
+    if cfg.zk != "none" and not re.fullmatch(r"zk://[^/\s]+(/[\w.\-/]*)?", cfg.zk):
         raise ConfigError(f"zk: expected zk://host:2181/path or none, got {cfg.zk!r}")
-    if not re.match(r"^[^\s:]*:\d{1,5}$", cfg.api) or not (0 <= cfg.api_port <= 65535):
+    if not re.fullmatch(r"[^\s:]*:\d{1,5}", cfg.api) or not (0 <= cfg.api_port <= 65535):
         raise ConfigError(f"api: expected host:port (e.g. 0.0.0.0:8080), got {cfg.api!r}")
     if cfg.zk_digest and ":" not in cfg.zk_digest:
         raise ConfigError("zk_digest: expected user:password")
