@@ -105,7 +105,8 @@ class SchedulerCore(SlotScheduling):
         self.epoch = float(meta["epoch"])
         self.last_slot = int(meta.get("last_slot", -1))
         self.jobs = self.store.load_jobs(quarantine=True)
-        self.metrics.quarantined_records.set(len(self.store.quarantined) + bool(self.store.quarantined_meta))
+        store = self.store  # counted when scraped (the online learner may quarantine a model record later)
+        self.metrics.quarantined_records.set_function(lambda: len(store.quarantined) + bool(store.quarantined_meta))
         self.task_index = {t.task_id: j.job_id for j in self.jobs.values() for t in j.tasks.values()}
         for job in self.jobs.values():
             if job.cluster is not None and not job.phase.terminal:

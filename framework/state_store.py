@@ -236,8 +236,30 @@ class StateStore:
 
     # -- models ------------------------------------------------------------------------------
     def models(self) -> dict[str, Any]:
-        """``{"current": int | None, "history": [...], ...}`` (empty dict when no model stored)."""
-        return self._get_json("models/current") or {}
+        """``{"current": int | None, "history": [...], ...}`` (empty dict when no model stored).
+
+        An unreadable record is moved to ``quarantine/models-current`` (logged, counted in
+        :attr:`quarantined`) and read as empty: the leader starts from its loaded model."""
+        raw = b""
+        try:
+            got = self.kv.get("models/current")
+            if got is None:
+                return {}
+            raw = got[0]
+            self._versions["models/current"] = got[1]
+            info = json.loads(raw.decode("utf-8"))
+            if not isinstance(info, dict):
+                raise ValueError("not an object")
+            return info
+        except (CorruptValue, ValueError) as exc:
+            reason = f"{type(exc).__name__}: {str(exc)[:300]}"
+            logger.error("state store: models/current is unreadable (%s); moved to quarantine/models-current, "
+                         "starting from the loaded model", reason)
+            self.quarantined["models/current"] = reason
+            self._quarantine_raw("quarantine/models-current", "models/current",
+                                 reason, exc.raw if isinstance(exc, CorruptValue) else raw)
+            self._delete("models/current")
+            return {}
 
     def put_models(self, info: dict[str, Any]) -> None:
         self._put_json("models/current", info)
@@ -252,15 +274,19 @@ class StateStore:
 
     def get_model(self, version: int) -> bytes | None:
         key = f"models/v{version:06d}"
-        meta = self._get_json(f"{key}/meta")
-        if meta is None:
-            return None
-        parts = []
-        for i in range(meta["chunks"]):
-            got = self.kv.get(f"{key}/blob/{i:05d}")
-            if got is None:
+        try:
+            meta = self._get_json(f"{key}/meta")
+            if meta is None:
                 return None
-            parts.append(got[0])
+            parts = []
+            for i in range(int(meta["chunks"])):
+                got = self.kv.get(f"{key}/blob/{i:05d}")
+                if got is None:
+                    return None
+                parts.append(got[0])
+        except (CorruptValue, ValueError, KeyError, TypeError) as exc:
+            logger.error("state store: model version %d is unreadable (%s: %s)", version, type(exc).__name__, exc)
+            return None
         blob = b"".join(parts)
         return blob if len(blob) == meta["size"] else None
 

@@ -127,3 +127,19 @@ def test_filekv_syncs_the_value_and_the_folder_around_the_rename(tmp_path, monke
     assert kinds[1][:1] == ("replace",) and kinds[1][2] == target
     assert kinds[2] == ("fsync", False, str(tmp_path / "s" / "jobs" / "a")), log  # then its folder
     assert kv.get("jobs/a") == (b"data", 0)
+
+
+def test_a_corrupt_model_record_does_not_stop_the_leader(backend):
+    # the online learner starts from these two calls: an unreadable record reads as "no model"
+    make_kv, damage = backend
+    first = Harness(kv=make_kv())
+    first.store.put_model(1, b"weights", {"parent": None})
+    first.store.put_models({"current": 1, "history": [1]})
+    damage("models/current", b"TRUNCATE")
+    damage("models/v000001/meta", b"{")
+    second = Harness(kv=make_kv())
+    assert second.store.models() == {} and second.store.get_model(1) is None
+    assert "dl2_quarantined_records 1.0" in second.core.metrics.render().decode()
+    assert StateStore(make_kv()).kv.get("quarantine/models-current") is not None
+    second.store.put_models({"current": 2, "history": [2]})  # and the leader can store a new one
+    assert StateStore(make_kv()).models()["current"] == 2
