@@ -14,12 +14,12 @@ import requests
 from dl2_mesos.allocation import Allocation
 from dl2_mesos.config import load_config
 from dl2_mesos.testing.localcluster import LocalCluster
-
-READ = {"Authorization": "Bearer tok"}  # reads need the token too (ignored where none is set)
 from dl2_mesos.testing.zookeeper import free_port
 from dl2_mesos.framework.runner import Replica
 
 from .conftest import random_port_base, reap_under
+
+READ = {"Authorization": "Bearer tok"}  # reads need the token too (ignored where none is set)
 
 pytestmark = pytest.mark.integration
 
