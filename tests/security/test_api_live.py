@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -16,10 +15,9 @@ import requests
 
 from dl2_mesos.config import load_config
 from dl2_mesos.framework.runner import Replica
-from dl2_mesos.testing.localcluster import LocalCluster
 from dl2_mesos.testing.zookeeper import free_port
 
-from ..framework.conftest import random_port_base, reap_under
+from ..framework.test_e2e_local import _wait, cluster  # noqa: F401 - the local cluster fixture
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -28,30 +26,6 @@ AUTH = {"Authorization": "Bearer live-tok"}
 TORCH = {"job_type": "resnet-50", "epochs": 10000, "runtime": "pytorch", "name": "torch",
          "worker": {"cpus": 1, "gpus": 0, "mem": 256}, "max_workers": 1,
          "extra": {"db_password": "hunter2", "lr": 0.1}}
-
-
-def _wait(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            v = pred()
-        except (requests.RequestException, ValueError, KeyError):
-            v = None
-        if v:
-            return v
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-@pytest.fixture
-def cluster(tmp_path):
-    work = tmp_path / "mesos"
-    try:
-        with LocalCluster(agents=1, cpus=4, gpus=0, mem="4GiB", status_update_retry_interval=1.0,
-                          executor_shutdown_grace_period=2.0, port_base=random_port_base(), work_dir=str(work)) as c:
-            yield c
-    finally:
-        reap_under(work)
 
 
 def test_live_api_defences_and_a_pytorch_job_across_a_restart(cluster, tmp_path):
