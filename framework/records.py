@@ -116,8 +116,8 @@ class TaskRecord:
 
 
 @dataclass
-class JobRecord:
-    """One submitted job."""
+class FrameworkJob:
+    """One submitted job as the framework tracks and persists it (phase, tasks, generation, progress)."""
 
     job_id: str
     spec: JobSpec
@@ -205,7 +205,7 @@ class JobRecord:
         return self._cluster_json[1]
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> JobRecord:
+    def from_dict(cls, d: dict[str, Any]) -> FrameworkJob:
         """Read a stored record back; the spec is validated as a submission is.
 
         Raises:

@@ -82,7 +82,7 @@ def redact_value(value: Any) -> Any:
 
 
 def redact_job(job: dict[str, Any]) -> dict[str, Any]:
-    """The API's job dict (``JobRecord.public()``) with its spec's command and extra redacted."""
+    """The API's job dict (``FrameworkJob.public()``) with its spec's command and extra redacted."""
     spec = job.get("spec")
     if not isinstance(spec, dict):
         return job

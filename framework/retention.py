@@ -11,17 +11,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from dl2_mesos.framework.records import TERMINAL_TASK_STATES, JobRecord
+from dl2_mesos.framework.records import TERMINAL_TASK_STATES, FrameworkJob
 
 logger = logging.getLogger(__name__)
 
 
-def ended_at(job: JobRecord) -> float:
+def ended_at(job: FrameworkJob) -> float:
     """Wall clock when the job entered its terminal phase (its submission time if unknown)."""
     return float(job.phase_times.get(job.phase.value, job.submitted_at))
 
 
-def expired(jobs: dict[str, JobRecord], now: float, max_age: float, max_count: int) -> list[str]:
+def expired(jobs: dict[str, FrameworkJob], now: float, max_age: float, max_count: int) -> list[str]:
     """Ids of the ended jobs to delete: older than ``max_age`` seconds, or beyond the newest
     ``max_count`` ended jobs (0 = no such limit). Oldest first; a job whose tasks have not all
     ended yet (a kill still on its way) is kept."""
@@ -34,7 +34,7 @@ def expired(jobs: dict[str, JobRecord], now: float, max_age: float, max_count: i
     return out
 
 
-def _tasks_ended(job: JobRecord) -> bool:
+def _tasks_ended(job: FrameworkJob) -> bool:
     return all(t.state in TERMINAL_TASK_STATES for t in job.tasks.values())
 
 
@@ -42,11 +42,8 @@ def expire_ended_jobs(core: Any, now: float) -> list[str]:
     """Delete the expired ended jobs of ``core`` (store first, then memory). Returns their ids."""
     ids = expired(core.jobs, now, core.cfg.retain_ended_for, core.cfg.retain_ended_jobs)
     for job_id in ids:
-        job = core.jobs[job_id]
         core.store.delete_job(job_id)
-        del core.jobs[job_id]
-        for task_id in job.tasks:
-            core.task_index.pop(task_id, None)
+        core.book.remove(job_id)
         core.metrics.jobs_expired.inc()
     if ids:
         logger.info("retention: deleted %d ended jobs (%s%s)", len(ids), ", ".join(ids[:5]),

@@ -4,7 +4,7 @@ Layout under the store root (``<zk path>/state`` in ZooKeeper, ``state_dir`` on 
 
     framework_id            the Mesos framework id (reused by every leader)
     meta                    JSON: epoch (wall clock of slot 0), term (leader term), last_slot
-    jobs/<job id>           JSON: one JobRecord (spec, phase, timestamps, progress, tasks, generation)
+    jobs/<job id>           JSON: one FrameworkJob (spec, phase, timestamps, progress, tasks, generation)
     quarantine/jobs/<id>    JSON: a job record that could not be read (reason, raw data), moved aside
     quarantine/meta         JSON: the last unreadable ``meta`` (replaced by a fresh one)
     models/current          JSON: current model version, version history, baseline and recent rewards
@@ -35,7 +35,7 @@ import time
 from typing import Any
 
 from dl2_mesos.framework.kv import CorruptValue, KVStore, StaleVersion
-from dl2_mesos.framework.records import JobRecord, valid_job_id
+from dl2_mesos.framework.records import FrameworkJob, valid_job_id
 
 logger = logging.getLogger(__name__)
 
@@ -136,21 +136,23 @@ class StateStore:
 
     def _read_meta(self) -> tuple[dict[str, Any], int | None]:
         """(meta, version to CAS against); an unreadable meta is quarantined and read as {}."""
+        raw, version = b"", None
         try:
             got = self.kv.get("meta")
             if got is None:
                 self._versions.pop("meta", None)
                 return {}, -1
-            meta = json.loads(got[0].decode("utf-8"))
+            raw, version = got
+            meta = json.loads(raw.decode("utf-8"))
             if not isinstance(meta, dict) or not isinstance(meta.get("term", 0), int) \
                     or not isinstance(meta.get("epoch", 0.0), (int, float)) \
                     or not isinstance(meta.get("last_slot", -1), int):
                 raise ValueError("meta must be an object with integer term and last_slot and a numeric epoch")
-            self._versions["meta"] = got[1]
-            return meta, got[1]
-        except (CorruptValue, ValueError, UnicodeDecodeError) as exc:
-            raw = exc.raw if isinstance(exc, CorruptValue) else (got[0] if got else b"")
-            version = exc.version if isinstance(exc, CorruptValue) else got[1]
+            self._versions["meta"] = version
+            return meta, version
+        except (CorruptValue, ValueError) as exc:
+            if isinstance(exc, CorruptValue):
+                raw, version = exc.raw, exc.version
             logger.error("state store: meta is unreadable (%s); moved to quarantine/meta, starting a new "
                          "slot clock", exc)
             self._quarantine_raw("quarantine/meta", "meta", str(exc), raw)
@@ -185,14 +187,14 @@ class StateStore:
         return dict(meta)
 
     # -- jobs --------------------------------------------------------------------------------
-    def load_jobs(self, quarantine: bool = False) -> dict[str, JobRecord]:
+    def load_jobs(self, quarantine: bool = False) -> dict[str, FrameworkJob]:
         """Every readable job record.
 
         Args:
             quarantine: move unreadable records to ``quarantine/jobs/`` (the leader does, after
                 :meth:`begin_term`); otherwise they are only logged and listed in :attr:`quarantined`.
         """
-        out: dict[str, JobRecord] = {}
+        out: dict[str, FrameworkJob] = {}
         for job_id in self.kv.children("quarantine/jobs"):
             self.quarantined.setdefault(job_id, "quarantined earlier")
         for job_id in self.kv.children("jobs"):
@@ -204,7 +206,7 @@ class StateStore:
                     continue
                 raw, version = got
                 self._versions[key] = version
-                record = JobRecord.from_dict(json.loads(raw.decode("utf-8")))
+                record = FrameworkJob.from_dict(json.loads(raw.decode("utf-8")))
                 if record.job_id != job_id:
                     raise ValueError(f"the record names job {record.job_id!r}")
                 out[job_id] = record
@@ -226,7 +228,7 @@ class StateStore:
         self._writable(to)
         self.kv.put(to, json.dumps(record).encode(), None, self._guard())
 
-    def put_job(self, job: JobRecord) -> None:
+    def put_job(self, job: FrameworkJob) -> None:
         if not valid_job_id(job.job_id):
             raise ValueError(f"refusing to store a job with id {job.job_id[:80]!r}")
         self._put_json(f"jobs/{job.job_id}", job.to_dict())

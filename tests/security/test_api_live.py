@@ -28,7 +28,7 @@ TORCH = {"job_type": "resnet-50", "epochs": 10000, "runtime": "pytorch", "name":
          "extra": {"db_password": "hunter2", "lr": 0.1}}
 
 
-def test_live_api_defences_and_a_pytorch_job_across_a_restart(cluster, tmp_path):
+def test_live_api_defences_and_a_pytorch_job_across_a_restart(cluster, tmp_path):  # noqa: F811
     port = free_port()
     cfg = load_config(env={}, overrides={
         "master": cluster.master, "zk": "none", "state_dir": str(tmp_path / "state"), "policy": "fifo",

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from .api_helpers import AUTH, SPEC, api, stored_jobs
+from .api_helpers import SPEC, api, stored_jobs
 
 
 @pytest.mark.parametrize("content_type", ["text/plain", "text/plain;charset=UTF-8",

@@ -52,7 +52,7 @@ def test_a_pytorch_job_survives_a_restart_and_a_failover(kv_factory):  # noqa: F
 
 
 def test_workers_only_jobs_are_valid_everywhere_and_round_trip():
-    from dl2_mesos.framework.records import JobRecord
+    from dl2_mesos.framework.records import FrameworkJob
     from dl2_mesos.policy.sim.trace import TraceJob, parse_trace, trace_to_csv
 
     specs = [JobSpec(job_type="vgg-16", epochs=3, runtime="pytorch"),
@@ -64,7 +64,7 @@ def test_workers_only_jobs_are_valid_everywhere_and_round_trip():
         h = Harness()
         job = h.core.submit(spec)
         assert StateStore(h.kv).load_jobs()[job.job_id].spec == spec  # store form
-        assert JobRecord.from_dict(job.to_dict()).spec == spec
+        assert FrameworkJob.from_dict(job.to_dict()).spec == spec
     trace = [TraceJob(f"job-{i}", float(i), s) for i, s in enumerate(specs)]  # simulator form
     assert [j.spec for j in parse_trace(trace_to_csv(trace))] == specs
 
