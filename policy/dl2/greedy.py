@@ -52,8 +52,9 @@ from dl2_mesos.policy.dl2.features import (
     F_WORKERS,
     NUM_GLOBAL_FEATURES,
 )
+from dl2_mesos.policy.dl2.step import Step
 from dl2_mesos.policy.dl2.network import NumpyActor
-from dl2_mesos.policy.dl2.slot import SlotContext, Step
+from dl2_mesos.policy.dl2.slot import SlotContext
 
 _NO_FEATURES = np.zeros(0, dtype=np.float32)
 _NO_MASK = np.zeros(0, dtype=bool)

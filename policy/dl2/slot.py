@@ -36,8 +36,6 @@ window keep their starting counts. So 1000 concurrent jobs take ceil(1000 / J) w
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from dl2_mesos.allocation import Allocation, JobAllocation, validate_allocation
@@ -61,16 +59,6 @@ SHRINK_WORKER, SHRINK_PS, PAUSE = 3, 4, 5
 
 #: a job's direction of change within the slot
 _GROWN, _SHRUNK, _BLOCKED = 1, -1, -2
-
-
-@dataclass(frozen=True)
-class Step:
-    """One inference: its input, the valid actions, the action taken and the job it touched."""
-
-    features: np.ndarray  # float32 (J*F+G,)
-    mask: np.ndarray  # bool (KJ+1,)
-    action: int
-    job_id: str | None  # None for void
 
 
 def void_action(window: int, per_job: int = 3) -> int:
