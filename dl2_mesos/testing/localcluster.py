@@ -38,7 +38,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dl2_mesos.localmesos.cli import build_config
+from dl2_mesos.localmesos.local_cluster_cli import build_config
 from dl2_mesos.localmesos.runtime import LocalMesos
 
 logger = logging.getLogger(__name__)
@@ -53,11 +53,14 @@ class LocalCluster:
             "16GiB"/"512MiB" or MiB numbers). Agent i gets ports ``port_base + 1000*i`` ... ``+999``.
         port: master port (0 picks a free one). zk: ``zk://host:port/path`` to register the master
             in ZooKeeper (then ``mesos_master`` is that URL). work_dir: sandbox root (temporary if None).
-        in_subprocess: run ``python -m dl2_mesos.localmesos.cli`` instead of an in-process loop;
+        in_subprocess: run ``python -m dl2_mesos.localmesos.local_cluster_cli`` instead of an in-process loop;
             fault methods then go through the master's ``/local/*`` control endpoints.
         heartbeat_interval, allocation_interval, executor_shutdown_grace_period,
         executor_registration_timeout, status_update_retry_interval: Mesos's timing knobs, in seconds.
         attributes: ``{"name": "value"}`` attributes for every agent (each also has ``agent=<i>``).
+        switch_user: run executors as their FrameworkInfo/CommandInfo user (``dl2 local-cluster``'s
+            default, as Mesos's ``--switch_user``). Off here: a test harness runs every executor as
+            the test's own user, whose interpreter and temporary folders the task user may not reach.
     """
 
     def __init__(
@@ -80,6 +83,7 @@ class LocalCluster:
         port_base: int = 31000,
         attributes: dict[str, str] | None = None,
         host: str = "127.0.0.1",
+        switch_user: bool = False,
     ) -> None:
         self.options = dict(
             agents=agents,
@@ -98,6 +102,7 @@ class LocalCluster:
             executor_shutdown_grace_period=executor_shutdown_grace_period,
             executor_registration_timeout=executor_registration_timeout,
             status_update_retry_min=status_update_retry_interval,
+            switch_user=switch_user,
         )
         self.in_subprocess = in_subprocess
         self.zk_url = zk
@@ -164,7 +169,7 @@ class LocalCluster:
         cmd = [
             sys.executable,
             "-m",
-            "dl2_mesos.localmesos.cli",
+            "dl2_mesos.localmesos.local_cluster_cli",
             "--agents",
             str(o["agents"]),
             "--cpus",
@@ -193,6 +198,7 @@ class LocalCluster:
             str(o["status_update_retry_min"]),
             "--ready-file",
             str(ready),
+            "--switch-user" if o["switch_user"] else "--no-switch-user",
         ]
         for attr in o["attributes"]:  # type: ignore[union-attr]
             cmd += ["--attribute", attr]

@@ -1,6 +1,7 @@
 """What every baseline shares: growing jobs unit by unit with a per-agent fit check.
 
-Decisions (dl2-facts 5, 10.10, 11.4, 11.6), the same for every baseline:
+Decisions (where the DL2 paper's §6 comparison and the authors' public prototype leave a
+choice open), the same for every baseline:
 
 * Baselines decide **from scratch** every slot, as in the reference: the board starts from the
   agents' available resources with nothing placed; the simulator/framework then keeps running
@@ -11,7 +12,8 @@ Decisions (dl2-facts 5, 10.10, 11.4, 11.6), the same for every baseline:
   on the least-loaded agents that fit each -- exactly what ``place`` will do with them, so
   what a baseline decides is what it gets. A job's first unit is its minimum (``min_ps`` PS,
   ``min_workers`` workers), all or nothing.
-* A unit that fits nowhere is **not** the end of the pass (the prototype's quirk 10.10): that
+* A unit that fits nowhere is **not** the end of the pass (the prototype stopped its whole
+  pass at the first unit that did not fit on the single least-loaded node): that
   job is skipped and the others are still tried.
 """
 

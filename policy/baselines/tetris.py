@@ -1,11 +1,11 @@
 """Tetris (Grandl et al., SIGCOMM 2014) adapted to PS/worker jobs, as in DL2's comparison.
 
-The paper's intent (ambiguity 11.2): prefer jobs whose task *packs well* on a node and jobs
-with the **shortest remaining time**. The prototype's formula, read literally, adds remaining
+The paper's intent (as DL2's evaluation, §6, describes Tetris): prefer jobs whose task
+*packs well* on a node and jobs with the **shortest remaining time**. The prototype's formula, read literally, adds remaining
 work with a positive weight and so prefers the *longest* jobs; we follow the intent and
 subtract it.
 
-Per slot, from scratch (dl2-facts 5.4): agents are visited in id order; on the current agent,
+Per slot, from scratch, as in the authors' prototype: agents are visited in id order; on the current agent,
 every job whose next unit (a bundle of 1 PS + 1 worker, its minimum first) fits there gets
 
 * ``align = sum_r free_r / capacity_r * demand_r / capacity_r`` over cpus, gpus, mem (the

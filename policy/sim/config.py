@@ -1,6 +1,7 @@
 """Simulator and trace-generator settings, and the named presets.
 
-Presets (decision for dl2-facts section 11.7):
+Presets (the paper's settings leave the scale of a "small" and a "large" run open, and in the
+prototype's 48-node configuration most baselines never finish; these are the two setups used):
 
 ``reference``
     The paper's large simulation: 500 nodes of 8 CPUs / 2 GPUs / 48 GiB, 200 jobs, 20-minute
@@ -44,7 +45,8 @@ from dl2_mesos.job_types import get_job_type, job_type_names
 from dl2_mesos.policy.sim.augment import AugmentConfig
 from dl2_mesos.resources import Resources
 
-#: The reference node: 8 CPU cores, 2 GPUs, 48 GiB (dl2-facts 1.2/1.3).
+#: The reference node: 8 CPU cores, 2 GPUs, 48 GiB (the simulator's node in the authors'
+#: prototype; the testbed servers of DL2 §6.2 differ).
 REFERENCE_AGENT = Resources(cpus=8.0, gpus=2.0, mem=48 * 1024.0)
 ARRIVAL_PROCESSES = ("poisson", "google", "uniform")
 
