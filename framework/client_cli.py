@@ -185,3 +185,52 @@ def cancel(job_id: str, api: str, token: str, token_file: str | None) -> None:
     token = resolve_token(token, token_file)
     data = _call("DELETE", api, f"/api/v1/jobs/{job_id}", token)
     click.echo(f"{data['id']}: {data['phase']}")
+
+
+@click.command("logs")
+@click.argument("job_id")
+@click.option("--task", "task", default=None,
+              help="Task id, or role-rank such as worker-0 or ps-1 (default: the live worker of lowest rank).")
+@click.option("--stream", type=click.Choice(["stdout", "stderr", "process"]), default="stdout", show_default=True,
+              help="The executor's stdout or stderr in the task's sandbox, or the task's own training "
+                   "process log (dl2-jobs/JOB/ROLE-RANK.log there).")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing what is appended until the task ends.")
+@click.option("--master", envvar="DL2_MASTER", default="127.0.0.1:5050", show_default=True,
+              help="Mesos master's HTTP address (env DL2_MASTER); agents are found through it.")
+@_api
+def logs(job_id: str, task: str | None, stream: str, follow: bool, master: str, api: str) -> None:
+    """Print a job task's logs from its Mesos sandbox (the agents' /files API, as the Mesos UI reads it)."""
+    import sys
+
+    import requests
+
+    from dl2_mesos.framework.sandbox_logs import LogsError, MesosFiles, pick_task, stream_file
+
+    framework_id = None
+    for base in (a.strip().rstrip("/") for a in api.split(",") if a.strip()):
+        try:  # which framework's tasks to look at; without the API, any framework's tasks of JOB_ID
+            framework_id = requests.get(base + "/health", timeout=5).json().get("framework_id")
+            break
+        except (requests.RequestException, ValueError, AttributeError):
+            continue
+    try:
+        files = MesosFiles(master)
+        state = files.master_state()
+        chosen = pick_task(files.job_tasks(job_id, framework_id, state), task, job_id)
+        sandbox = files.sandbox(chosen, state)
+        path = chosen.process_log(job_id) if stream == "process" else stream
+        click.echo(f"==> task {chosen.task_id} ({chosen.state}) on {sandbox.agent_url}: "
+                   f"{sandbox.directory}/{path}", err=True)
+
+        def task_ended() -> bool:
+            now = files.job_tasks(job_id, framework_id)
+            return all(t.ended for t in now if t.task_id == chosen.task_id)
+
+        out = sys.stdout.buffer
+        for chunk in stream_file(files, sandbox, path, follow=follow, task_ended=task_ended):
+            out.write(chunk)
+            out.flush()
+    except LogsError as exc:
+        raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        pass

@@ -3,7 +3,8 @@
 The master answers the Mesos endpoints this project needs (``/api/v1/scheduler``, ``/version``,
 ``/master/state`` + ``/state``, ``/health``) plus control endpoints under ``/local/`` that are
 *not* Mesos API: fault injection for tests and demos. Agents answer ``/api/v1/executor`` on their
-own port, since pymesos's executor driver posts to ``MESOS_AGENT_ENDPOINT`` + ``/api/v1/executor``.
+own port, since pymesos's executor driver posts to ``MESOS_AGENT_ENDPOINT`` + ``/api/v1/executor``,
+and serve their sandboxes through Mesos's files API (``/files/browse|read|download``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from .agent import Agent
 from .agent_records import AgentConfig
 from .executor_api import make_executor_endpoint
 from .master import Master
+from .sandbox_files import make_files_endpoints
 from .scheduler_api import make_scheduler_endpoint
 from .state_json import master_state_json, version_json
 
@@ -143,6 +145,8 @@ def agent_app(agent: Agent) -> FastAPI:
         app.add_route(path, state, methods=["GET"])
     app.add_route("/health", health, methods=["GET"])
     app.add_route("/version", version, methods=["GET"])
+    for path, endpoint in make_files_endpoints(agent.sandbox_root).items():
+        app.add_route(path, endpoint, methods=["GET"])
     return app
 
 
