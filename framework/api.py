@@ -372,6 +372,9 @@ def create_app(backend: Backend, *, api_token: str = "", read_token: str = "", o
         refused = not_json(request, body_expected=False)
         if refused is not None:
             return refused
+        seen = backend.view()["jobs"].get(job_id)  # an ended job stays ended: the snapshot suffices
+        if seen is not None and JobPhase(seen["phase"]).terminal:
+            return _error(409, f"job {job_id} already {seen['phase']}: nothing to cancel", phase=seen["phase"])
         try:  # the loop decides whether the job exists (the snapshot may lag a fresh submission)
             return SafeJSONResponse(redact_job(backend.cancel(job_id)))
         except KeyError:
@@ -418,7 +421,7 @@ def create_app(backend: Backend, *, api_token: str = "", read_token: str = "", o
 
 def _brief(job: dict[str, Any]) -> dict[str, Any]:
     return {k: job[k] for k in ("id", "name", "job_type", "phase", "epochs", "epochs_done", "progress",
-                                "num_ps", "num_workers", "rescales", "submitted_at")}
+                                "num_ps", "num_workers", "rescales", "submitted_at", "phase_times")}
 
 
 def _render_status(backend: Backend) -> str:

@@ -10,6 +10,7 @@ else.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -86,6 +87,15 @@ class ClusterRedirects:
         return target
 
 
+class ApiError(click.ClickException):
+    """The API refused a call: ``status`` and its JSON answer (``error`` is the message)."""
+
+    def __init__(self, status: int, message: str, body: dict[str, Any]) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.body = body
+
+
 def _call(method: str, api: str, path: str, token: str = "", body: Any = None) -> Any:
     import requests
 
@@ -112,7 +122,7 @@ def _call(method: str, api: str, path: str, token: str = "", body: Any = None) -
         data = {"error": r.text[:500]}
     if r.status_code >= 400:
         msg = data.get("error", r.reason) if isinstance(data, dict) else r.reason
-        raise click.ClickException(f"{r.status_code}: {msg}")
+        raise ApiError(r.status_code, msg, data if isinstance(data, dict) else {})
     return data
 
 
@@ -168,10 +178,17 @@ def jobs(phase: str | None, api: str, token: str, token_file: str | None, as_jso
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
-    click.echo(f"{'ID':<32} {'TYPE':<14} {'PHASE':<10} {'EPOCHS':>15} {'PS':>3} {'W':>3}")
+    from dl2_mesos.framework.human_time import clock, duration, jct
+
+    now = time.time()
+    click.echo(f"{'ID':<32} {'TYPE':<14} {'PHASE':<10} {'EPOCHS':>11} {'PS':>3} {'W':>3} "
+               f"{'SUBMITTED':>16} {'AGE':>7} {'JCT':>7}")
     for j in data["jobs"]:
         ep = f"{j['epochs_done']:.1f}/{j['epochs']:g}"
-        click.echo(f"{j['id']:<32} {j['job_type']:<14} {j['phase']:<10} {ep:>15} {j['num_ps']:>3} {j['num_workers']:>3}")
+        submitted = j.get("submitted_at")
+        age = duration(now - submitted) if submitted else "-"
+        click.echo(f"{j['id']:<32} {j['job_type']:<14} {j['phase']:<10} {ep:>11} {j['num_ps']:>3} "
+                   f"{j['num_workers']:>3} {clock(submitted, now):>16} {age:>7} {duration(jct(j)):>7}")
 
 
 @click.command("job")
@@ -190,9 +207,15 @@ def job(job_id: str, api: str, token: str, token_file: str | None) -> None:
 @_token
 @_token_file
 def cancel(job_id: str, api: str, token: str, token_file: str | None) -> None:
-    """Cancel a job."""
+    """Cancel a job (a job that already ended is left as it is, and the exit status is 1)."""
     token = resolve_token(token, token_file)
-    data = _call("DELETE", api, f"/api/v1/jobs/{job_id}", token)
+    try:
+        data = _call("DELETE", api, f"/api/v1/jobs/{job_id}", token)
+    except ApiError as exc:
+        if exc.status == 409:  # the API's answer for a job that already ended
+            raise click.ClickException(f"{job_id} already {exc.body.get('phase', 'ended')}: "
+                                       "nothing to cancel") from None
+        raise
     click.echo(f"{data['id']}: {data['phase']}")
 
 

@@ -21,6 +21,7 @@ from dl2_mesos.testing.zookeeper import free_port
 from .test_e2e_local import FAKE_EXECUTOR, TINY, _wait, cluster  # noqa: F401 (the local cluster fixture)
 
 pytestmark = pytest.mark.integration
+AUTH = {"Authorization": "Bearer tok"}
 
 
 class OnePsTwoWorkers:
@@ -57,10 +58,10 @@ def running_framework(cluster, tmp_path):
 def test_logs_reads_and_follows_a_jobs_sandbox(running_framework):
     cluster, api = running_framework
     r = requests.post(api + "/api/v1/jobs", json={"job_type": "resnet-50", "epochs": 4, **TINY},
-                      headers={"Authorization": "Bearer tok"}, timeout=10)
+                      headers=AUTH, timeout=10)
     assert r.status_code == 201, r.text
     job_id = r.json()["id"]
-    _wait(lambda: requests.get(f"{api}/api/v1/jobs/{job_id}", timeout=2).json()["num_workers"] == 2, 30,
+    _wait(lambda: requests.get(f"{api}/api/v1/jobs/{job_id}", headers=AUTH, timeout=2).json()["num_workers"] == 2, 30,
           "two running workers")
     common = ["--master", cluster.master, "--api", api]
     run = CliRunner().invoke
@@ -79,7 +80,7 @@ def test_logs_reads_and_follows_a_jobs_sandbox(running_framework):
     assert ".ps." in err.stderr
 
     job = _wait(lambda: (lambda j: j if j["phase"] in ("finished", "failed") else None)(
-        requests.get(f"{api}/api/v1/jobs/{job_id}", timeout=2).json()), 60, "the job to finish")
+        requests.get(f"{api}/api/v1/jobs/{job_id}", headers=AUTH, timeout=2).json()), 60, "the job to finish")
     assert job["phase"] == "finished"
     try:
         f_out, f_err = follower.communicate(timeout=60)
@@ -93,6 +94,15 @@ def test_logs_reads_and_follows_a_jobs_sandbox(running_framework):
     done = run(logs, [job_id, "--task", "worker-1", "--stream", "stderr", *common])
     assert done.exit_code == 0 and "hello-stderr" in done.stdout, done.output
     assert "TASK_FINISHED" in done.stderr or "TASK_KILLED" in done.stderr
+
+    # dl2 jobs shows the finished job's JCT; dl2 cancel of it says it already finished (API: 409)
+    from dl2_mesos.framework.client_cli import cancel, jobs
+
+    listing = run(jobs, ["--api", api, "--token", "tok"])
+    row = next(ln for ln in listing.output.splitlines() if ln.startswith(job_id))
+    assert listing.exit_code == 0 and row.split()[-1] != "-" and row.split()[-1].endswith("s"), listing.output
+    again = run(cancel, [job_id, "--api", api, "--token", "tok"])
+    assert again.exit_code == 1 and f"{job_id} already finished: nothing to cancel" in again.output
 
     # clear errors for what does not exist
     bad = run(logs, [job_id, "--task", "worker-9", *common])
