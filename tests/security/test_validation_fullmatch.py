@@ -24,3 +24,11 @@ def test_the_published_name_pattern_refuses_a_trailing_newline():
     pattern = JOB_SPEC_SCHEMA["properties"]["name"]["pattern"]
     assert not pattern.endswith("$")
     assert re.search(pattern, "ok") and not re.search(pattern, "ok\n")
+
+
+def test_checkpoint_names_with_a_trailing_newline_are_refused():
+    from dl2_mesos.storage import InvalidCheckpointName, check_name
+
+    assert check_name("final-0") == "final-0"
+    with pytest.raises(InvalidCheckpointName):
+        check_name("final-0\n")
