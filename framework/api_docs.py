@@ -24,42 +24,111 @@ ASSETS_PATH = "/docs-assets"
 
 _NUMBER = {"type": "number"}
 _RESOURCES = {"type": "object", "properties": {"cpus": _NUMBER, "gpus": _NUMBER, "mem": _NUMBER}}
-_TASK = {"type": "object", "properties": {
-    "task_id": {"type": "string"}, "role": {"type": "string", "enum": ["ps", "worker"]},
-    "rank": {"type": "integer"}, "agent_id": {"type": "string"}, "hostname": {"type": "string"},
-    "ports": {"type": "array", "items": {"type": "integer"}}, "state": {"type": "string"},
-    "killing": {"type": "boolean"}}}
+_TASK = {
+    "type": "object",
+    "properties": {
+        "task_id": {"type": "string"},
+        "role": {"type": "string", "enum": ["ps", "worker"]},
+        "rank": {"type": "integer"},
+        "agent_id": {"type": "string"},
+        "hostname": {"type": "string"},
+        "ports": {"type": "array", "items": {"type": "integer"}},
+        "state": {"type": "string"},
+        "killing": {"type": "boolean"},
+    },
+}
 _PHASE = {"type": "string", "enum": ["pending", "running", "rescaling", "finished", "failed", "cancelled"]}
 SCHEMAS: dict[str, dict[str, Any]] = {
-    "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}},
-              "additionalProperties": True},
-    "JobBrief": {"type": "object", "properties": {
-        "id": {"type": "string"}, "name": {"type": "string"}, "job_type": {"type": "string"}, "phase": _PHASE,
-        "epochs": _NUMBER, "epochs_done": _NUMBER, "progress": {"type": "number", "minimum": 0, "maximum": 1},
-        "num_ps": {"type": "integer"}, "num_workers": {"type": "integer"}, "rescales": {"type": "integer"},
-        "submitted_at": {"type": "number", "description": "Unix time"},
-        "phase_times": {"type": "object", "additionalProperties": _NUMBER,
-                        "description": "phase -> Unix time it was last entered"}}},
-    "Job": {"allOf": [{"$ref": "#/components/schemas/JobBrief"}, {"type": "object", "properties": {
-        "generation": {"type": "integer"}, "restart_count": {"type": "integer"},
-        "measured_epochs_per_second": {"type": ["number", "null"]}, "message": {"type": "string"},
-        "checkpoint_uri": {"type": ["string", "null"]}, "tasks": {"type": "array", "items": _TASK},
-        "spec": {"type": "object", "additionalProperties": True}}}]},
-    "JobList": {"type": "object", "required": ["jobs"], "properties": {
-        "jobs": {"type": "array", "items": {"$ref": "#/components/schemas/JobBrief"}},
-        "next_cursor": {"type": ["string", "null"]}}},
-    "Cluster": {"type": "object", "additionalProperties": True, "properties": {
-        "framework_id": {"type": ["string", "null"]}, "registered": {"type": "boolean"},
-        "agents": {"type": "array", "items": {"type": "object", "properties": {
-            "agent_id": {"type": "string"}, "hostname": {"type": "string"},
-            "total": _RESOURCES, "free": _RESOURCES}, "additionalProperties": True}}}},
-    "Policy": {"type": "object", "additionalProperties": True, "properties": {
-        "policy": {"type": "string"}, "recent_rewards": {"type": "array", "items": _NUMBER}}},
+    "Error": {
+        "type": "object",
+        "required": ["error"],
+        "properties": {"error": {"type": "string"}},
+        "additionalProperties": True,
+    },
+    "JobBrief": {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "name": {"type": "string"},
+            "job_type": {"type": "string"},
+            "phase": _PHASE,
+            "epochs": _NUMBER,
+            "epochs_done": _NUMBER,
+            "progress": {"type": "number", "minimum": 0, "maximum": 1},
+            "num_ps": {"type": "integer"},
+            "num_workers": {"type": "integer"},
+            "rescales": {"type": "integer"},
+            "submitted_at": {"type": "number", "description": "Unix time"},
+            "phase_times": {
+                "type": "object",
+                "additionalProperties": _NUMBER,
+                "description": "phase -> Unix time it was last entered",
+            },
+        },
+    },
+    "Job": {
+        "allOf": [
+            {"$ref": "#/components/schemas/JobBrief"},
+            {
+                "type": "object",
+                "properties": {
+                    "generation": {"type": "integer"},
+                    "restart_count": {"type": "integer"},
+                    "measured_epochs_per_second": {"type": ["number", "null"]},
+                    "message": {"type": "string"},
+                    "checkpoint_uri": {"type": ["string", "null"]},
+                    "tasks": {"type": "array", "items": _TASK},
+                    "spec": {"type": "object", "additionalProperties": True},
+                },
+            },
+        ]
+    },
+    "JobList": {
+        "type": "object",
+        "required": ["jobs"],
+        "properties": {
+            "jobs": {"type": "array", "items": {"$ref": "#/components/schemas/JobBrief"}},
+            "next_cursor": {"type": ["string", "null"]},
+        },
+    },
+    "Cluster": {
+        "type": "object",
+        "additionalProperties": True,
+        "properties": {
+            "framework_id": {"type": ["string", "null"]},
+            "registered": {"type": "boolean"},
+            "agents": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "agent_id": {"type": "string"},
+                        "hostname": {"type": "string"},
+                        "total": _RESOURCES,
+                        "free": _RESOURCES,
+                    },
+                    "additionalProperties": True,
+                },
+            },
+        },
+    },
+    "Policy": {
+        "type": "object",
+        "additionalProperties": True,
+        "properties": {"policy": {"type": "string"}, "recent_rewards": {"type": "array", "items": _NUMBER}},
+    },
     "History": {"type": "object", "additionalProperties": True},
-    "Health": {"type": "object", "properties": {
-        "status": {"type": "string"}, "role": {"type": "string", "enum": ["leader", "standby"]},
-        "url": {"type": "string"}, "leader": {"type": ["string", "null"]}, "registered": {"type": "boolean"},
-        "framework_id": {"type": ["string", "null"]}}},
+    "Health": {
+        "type": "object",
+        "properties": {
+            "status": {"type": "string"},
+            "role": {"type": "string", "enum": ["leader", "standby"]},
+            "url": {"type": "string"},
+            "leader": {"type": ["string", "null"]},
+            "registered": {"type": "boolean"},
+            "framework_id": {"type": ["string", "null"]},
+        },
+    },
 }
 # (path, method) -> (success status, schema name)
 ANSWERS: dict[tuple[str, str], tuple[str, str]] = {
@@ -72,8 +141,12 @@ ANSWERS: dict[tuple[str, str], tuple[str, str]] = {
     ("/api/v1/history", "get"): ("200", "History"),
     ("/health", "get"): ("200", "Health"),
 }
-ERRORS = {"401": "a token is required", "404": "no such job", "409": "the job already ended",
-          "503": "not the leader and no leader known, or the scheduler did not answer in time"}
+ERRORS = {
+    "401": "a token is required",
+    "404": "no such job",
+    "409": "the job already ended",
+    "503": "not the leader and no leader known, or the scheduler did not answer in time",
+}
 
 
 def swagger_assets() -> Path:
@@ -95,8 +168,12 @@ def described_openapi(app: FastAPI) -> dict[str, Any]:
     components = doc.setdefault("components", {})
     components.setdefault("schemas", {}).update(SCHEMAS)
     components["securitySchemes"] = {
-        "bearerAuth": {"type": "http", "scheme": "bearer",
-                       "description": "The API token (reads may also use a read-only token)."}}
+        "bearerAuth": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "The API token (reads may also use a read-only token).",
+        }
+    }
     for path, ops in doc.get("paths", {}).items():
         for method, op in ops.items():
             responses = op.setdefault("responses", {})

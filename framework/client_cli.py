@@ -222,8 +222,10 @@ def cancel(job_id: str, api: str, token: str, token_file: str | None) -> None:
 @click.command("logs")
 @click.argument("job_id")
 @click.option("--task", "task", default=None,
-              help="Task id, or role-rank such as worker-0 or ps-1 (default: the live worker of lowest rank).")
-@click.option("--stream", type=click.Choice(["stdout", "stderr", "process"]), default="stdout", show_default=True,
+              help="Task id, or role-rank such as worker-0 or ps-1 "
+                   "(default: the live worker of lowest rank).")
+@click.option("--stream", type=click.Choice(["stdout", "stderr", "process"]), default="stdout",
+              show_default=True,
               help="The executor's stdout or stderr in the task's sandbox, or the task's own training "
                    "process log (dl2-jobs/JOB/ROLE-RANK.log there).")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing what is appended until the task ends.")

@@ -21,8 +21,19 @@ import requests
 
 from dl2_mesos.errors import Dl2Error
 
-TERMINAL_STATES = frozenset({"TASK_FINISHED", "TASK_FAILED", "TASK_KILLED", "TASK_LOST", "TASK_ERROR",
-                             "TASK_DROPPED", "TASK_GONE", "TASK_GONE_BY_OPERATOR", "TASK_UNKNOWN"})
+TERMINAL_STATES = frozenset(
+    {
+        "TASK_FINISHED",
+        "TASK_FAILED",
+        "TASK_KILLED",
+        "TASK_LOST",
+        "TASK_ERROR",
+        "TASK_DROPPED",
+        "TASK_GONE",
+        "TASK_GONE_BY_OPERATOR",
+        "TASK_UNKNOWN",
+    }
+)
 READ_CHUNK = 64 * 1024
 
 
@@ -44,7 +55,13 @@ class TaskRef:
     @property
     def role(self) -> str:
         parts = self.name.split()
-        return parts[1] if len(parts) >= 3 else self.task_id.split(".")[-2] if self.task_id.count(".") >= 2 else ""
+        return (
+            parts[1]
+            if len(parts) >= 3
+            else self.task_id.split(".")[-2]
+            if self.task_id.count(".") >= 2
+            else ""
+        )
 
     @property
     def rank(self) -> int | None:
@@ -108,21 +125,32 @@ class MesosFiles:
     def master_state(self) -> dict[str, Any]:
         return self._get(self.master + "/master/state")
 
-    def job_tasks(self, job_id: str, framework_id: str | None = None,
-                  state: dict[str, Any] | None = None) -> list[TaskRef]:
+    def job_tasks(
+        self, job_id: str, framework_id: str | None = None, state: dict[str, Any] | None = None
+    ) -> list[TaskRef]:
         """Every task of ``job_id`` the master knows (live first, then completed; oldest first)."""
         state = state if state is not None else self.master_state()
         out: list[TaskRef] = []
         for fw in list(state.get("frameworks", [])) + list(state.get("completed_frameworks", [])):
             if framework_id and fw.get("id") != framework_id:
                 continue
-            for t in (list(fw.get("tasks", [])) + list(fw.get("unreachable_tasks", []))
-                      + list(fw.get("completed_tasks", []))):
+            for t in (
+                list(fw.get("tasks", []))
+                + list(fw.get("unreachable_tasks", []))
+                + list(fw.get("completed_tasks", []))
+            ):
                 tid = str(t.get("id", ""))
                 if tid.startswith(job_id + "."):
-                    out.append(TaskRef(tid, str(t.get("name", "")), str(t.get("state", "")),
-                                       str(t.get("framework_id", fw.get("id", ""))),
-                                       str(t.get("executor_id") or ""), str(t.get("slave_id") or t.get("agent_id", ""))))
+                    out.append(
+                        TaskRef(
+                            tid,
+                            str(t.get("name", "")),
+                            str(t.get("state", "")),
+                            str(t.get("framework_id", fw.get("id", ""))),
+                            str(t.get("executor_id") or ""),
+                            str(t.get("slave_id") or t.get("agent_id", "")),
+                        )
+                    )
         seen: set[str] = set()
         unique = []
         for t in out:  # a task can be listed twice while its final update is in flight
@@ -139,8 +167,9 @@ class MesosFiles:
                 if "@" in pid:
                     return "http://" + pid.split("@", 1)[1]
                 return f"http://{slave['hostname']}:{slave.get('port', 5051)}"
-        raise LogsError(f"agent {agent_id} is no longer registered with the master; its sandboxes are "
-                        "out of reach")
+        raise LogsError(
+            f"agent {agent_id} is no longer registered with the master; its sandboxes are out of reach"
+        )
 
     # ---- agent ----------------------------------------------------------------------------------
     def sandbox(self, task: TaskRef, state: dict[str, Any] | None = None) -> Sandbox:
@@ -155,20 +184,29 @@ class MesosFiles:
             for ex in list(fw.get("executors", [])) + list(fw.get("completed_executors", [])):
                 if ex.get("id") != executor_id or not ex.get("directory"):
                     continue
-                task_ids = {str(t.get("id")) for key in ("tasks", "queued_tasks", "completed_tasks")
-                            for t in ex.get(key, []) or []}
+                task_ids = {
+                    str(t.get("id"))
+                    for key in ("tasks", "queued_tasks", "completed_tasks")
+                    for t in ex.get(key, []) or []
+                }
                 if task.task_id in task_ids:
                     return Sandbox(task, agent, ex["directory"])
                 fallback = fallback or ex["directory"]
         if fallback is None:
-            raise LogsError(f"agent {task.agent_id} has no sandbox for executor {executor_id} of task "
-                            f"{task.task_id} (garbage-collected?)")
+            raise LogsError(
+                f"agent {task.agent_id} has no sandbox for executor {executor_id} of task "
+                f"{task.task_id} (garbage-collected?)"
+            )
         return Sandbox(task, agent, fallback)
 
     def read(self, sandbox: Sandbox, path: str, offset: int, length: int = READ_CHUNK) -> tuple[bytes, int]:
         """(bytes read, offset they start at); ``offset=-1`` returns (b"", size)."""
-        data = self._get(sandbox.agent_url + "/files/read", path=f"{sandbox.directory}/{path}",
-                         offset=offset, length=length)
+        data = self._get(
+            sandbox.agent_url + "/files/read",
+            path=f"{sandbox.directory}/{path}",
+            offset=offset,
+            length=length,
+        )
         if not isinstance(data, dict) or "offset" not in data:
             raise LogsError(f"{sandbox.agent_url}/files/read: unexpected answer")
         return str(data.get("data", "")).encode("utf-8", "surrogateescape"), int(data["offset"])
@@ -181,7 +219,7 @@ def pick_task(tasks: list[TaskRef], wanted: str | None, job_id: str) -> TaskRef:
         raise LogsError(f"the Mesos master knows no task of job {job_id}")
     if wanted:
         for t in tasks:
-            if wanted in (t.task_id, t.task_id[len(job_id) + 1:], f"{t.role}-{t.rank}"):
+            if wanted in (t.task_id, t.task_id[len(job_id) + 1 :], f"{t.role}-{t.rank}"):
                 return t
         names = ", ".join(f"{t.task_id} ({t.role}-{t.rank})" for t in tasks)
         raise LogsError(f"job {job_id} has no task {wanted!r}; its tasks: {names}")
@@ -190,9 +228,16 @@ def pick_task(tasks: list[TaskRef], wanted: str | None, job_id: str) -> TaskRef:
     return workers[0] if workers else (live[0] if live else tasks[-1])
 
 
-def stream_file(files: MesosFiles, sandbox: Sandbox, path: str, *, follow: bool = False,
-                poll: float = 1.0, task_ended: Callable[[], bool] | None = None,
-                sleep: Callable[[float], None] = time.sleep) -> Iterator[bytes]:
+def stream_file(
+    files: MesosFiles,
+    sandbox: Sandbox,
+    path: str,
+    *,
+    follow: bool = False,
+    poll: float = 1.0,
+    task_ended: Callable[[], bool] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Iterator[bytes]:
     """The file's bytes in pieces from its start; with ``follow``, keep reading as it grows until
     ``task_ended()`` says the task is over and the file is read to its end."""
     offset = 0

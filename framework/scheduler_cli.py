@@ -34,7 +34,8 @@ logger = logging.getLogger(__name__)
 @click.option("--name", "framework_name", default=None, help="Framework name.")
 @click.option("--role", default=None, help="Mesos role.")
 @click.option("--principal", default=None, help="Mesos principal the framework authenticates as.")
-@click.option("--secret", default=None, help="Mesos secret of the principal (visible in ps: prefer env DL2_SECRET).")
+@click.option("--secret", default=None,
+              help="Mesos secret of the principal (visible in ps: prefer env DL2_SECRET).")
 @click.option("--failover-timeout", default=None, help="How long Mesos keeps our tasks without a scheduler.")
 @click.option("--connect-timeout", default=None, help="Give up when ZooKeeper/master stay unreachable this long.")
 @click.option("--executor-command", default=None, help="Command that starts the executor on agents.")
@@ -46,7 +47,8 @@ logger = logging.getLogger(__name__)
 @click.option("--online-learning/--no-online-learning", default=None,
               help="Update the DL2 model online from observed rewards (default on).")
 @click.option("--offer-wait", default=None, help="At a slot boundary, wait at most this long for offers.")
-@click.option("--launch-timeout", default=None, help="A planned launch waits at most this long for its offers.")
+@click.option("--launch-timeout", default=None,
+              help="A planned launch waits at most this long for its offers.")
 @click.option("--kill-grace", default=None, help="SIGTERM to SIGKILL grace when a task is killed.")
 def framework(config_path: str | None, **flags: object) -> None:
     """Run the DL2 Mesos framework (one replica; several replicas elect a leader in ZooKeeper).
@@ -119,7 +121,8 @@ def _add_defaults_to_help(command: click.Command) -> None:
             defaults[f.name] = f.default_factory()  # type: ignore[misc]
     for param in command.params:
         shown = _shown_default(defaults.get(param.name or ""))
-        if isinstance(param, click.Option) and shown is not None and param.help and "default" not in param.help:
+        wanted = shown is not None and param.help and "default" not in param.help
+        if isinstance(param, click.Option) and wanted:
             param.help = f"{param.help} [default: {shown}]"
 
 

@@ -31,16 +31,20 @@ header .muted{color:#c9d2e3}main{padding:12px 18px}h2{font-size:15px;margin:18px
 table{border-collapse:collapse;background:#fff;width:100%;font-size:13px}
 th,td{border-bottom:1px solid #e3e6ea;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#eef1f5}.muted{color:#777}.num{text-align:right;font-variant-numeric:tabular-nums}
-.cards{display:flex;gap:10px;flex-wrap:wrap}.card{background:#fff;border:1px solid #e3e6ea;padding:8px 12px;min-width:150px}
-.card b{font-size:18px}.bar{height:6px;background:#e3e6ea;margin-top:4px}.bar i{display:block;height:6px;background:#3c7dd9}
+.cards{display:flex;gap:10px;flex-wrap:wrap}
+.card{background:#fff;border:1px solid #e3e6ea;padding:8px 12px;min-width:150px}
+.card b{font-size:18px}
+.bar{height:6px;background:#e3e6ea;margin-top:4px}.bar i{display:block;height:6px;background:#3c7dd9}
 .st-TASK_RUNNING{color:#1a7f37}.st-TASK_FAILED,.st-TASK_LOST,.st-TASK_ERROR{color:#c62828}
 pre{background:#fff;border:1px solid #e3e6ea;padding:8px;white-space:pre-wrap;font-size:12px}
 """
 
 
 def _page(title: str, body: str) -> str:
-    return (f"<!doctype html><html><head><meta charset=utf-8><title>{escape(title)}</title>"
-            f"<style>{_STYLE}</style></head><body>{body}</body></html>")
+    return (
+        f"<!doctype html><html><head><meta charset=utf-8><title>{escape(title)}</title>"
+        f"<style>{_STYLE}</style></head><body>{body}</body></html>"
+    )
 
 
 def _time(ts: float | None) -> str:
@@ -50,8 +54,7 @@ def _time(ts: float | None) -> str:
 
 
 def _res(summary: dict[str, Any]) -> str:
-    return (f"{summary.get('cpus', 0):g} cpus, {summary.get('mem', 0):g} MiB, "
-            f"{summary.get('gpus', 0):g} gpus")
+    return f"{summary.get('cpus', 0):g} cpus, {summary.get('mem', 0):g} MiB, {summary.get('gpus', 0):g} gpus"
 
 
 def sandbox_directory(agents: Mapping[str, Agent], task: Task) -> str | None:
@@ -77,11 +80,15 @@ def _sandbox_links(agents: Mapping[str, Agent], task: Task) -> str:
     agent = agents[task.agent_id]
 
     def ui(path: str, label: str) -> str:
-        return f"<a href='/ui/sandbox?{escape(urlencode({'agent': task.agent_id, 'path': path}))}'>{label}</a>"
+        return (
+            f"<a href='/ui/sandbox?{escape(urlencode({'agent': task.agent_id, 'path': path}))}'>{label}</a>"
+        )
 
     raw = f"http://{agent.endpoint}/files/browse?{urlencode({'path': directory})}"
-    return (f"{ui(directory, 'sandbox')} · {ui(directory + '/stdout', 'stdout')} · "
-            f"{ui(directory + '/stderr', 'stderr')} · <a class=muted href='{escape(raw)}'>files API</a>")
+    return (
+        f"{ui(directory, 'sandbox')} · {ui(directory + '/stdout', 'stdout')} · "
+        f"{ui(directory + '/stderr', 'stderr')} · <a class=muted href='{escape(raw)}'>files API</a>"
+    )
 
 
 def render_master_page(master: Master, agents: Mapping[str, Agent]) -> str:
@@ -91,23 +98,29 @@ def render_master_page(master: Master, agents: Mapping[str, Agent]) -> str:
     for name, unit in (("cpus", ""), ("mem", " MiB"), ("gpus", ""), ("disk", " MiB")):
         used, total = m[f"master/{name}_used"], m[f"master/{name}_total"]
         pct = 100 * used / total if total else 0
-        cards.append(f"<div class=card>{name}<br><b>{used:g}</b> of {total:g}{unit}"
-                     f"<div class=bar><i style='width:{pct:.0f}%'></i></div></div>")
+        cards.append(
+            f"<div class=card>{name}<br><b>{used:g}</b> of {total:g}{unit}"
+            f"<div class=bar><i style='width:{pct:.0f}%'></i></div></div>"
+        )
     cards.append(f"<div class=card>tasks running<br><b>{m['master/tasks_running']:g}</b></div>")
     cards.append(f"<div class=card>outstanding offers<br><b>{m['master/outstanding_offers']:g}</b></div>")
 
     fw_rows = []
     names: dict[str, str] = {}
-    for fw, active in [(f, True) for f in master.frameworks.values()] + [(f, False) for f in master.completed_frameworks]:
+    for fw, active in [(f, True) for f in master.frameworks.values()] + [
+        (f, False) for f in master.completed_frameworks
+    ]:
         names[fw.id] = fw.info.get("name") or ""
         state = ("active" if fw.connected else "disconnected") if active else "completed"
         if active and fw.suppressed:
             state += " (offers suppressed)"
         fw_rows.append(
             f"<tr><td>{escape(fw.id)}</td><td>{escape(names[fw.id])}</td><td>{escape(fw.role)}</td>"
-            f"<td>{escape(state)}</td><td class=num>{len(fw.tasks)}</td><td class=num>{len(fw.completed_tasks)}</td>"
+            f"<td>{escape(state)}</td><td class=num>{len(fw.tasks)}</td>"
+            f"<td class=num>{len(fw.completed_tasks)}</td>"
             f"<td>{_time(fw.registered_time)}</td>"
-            f"<td>{escape(str(fw.info.get('webui_url') or ''))}</td></tr>")
+            f"<td>{escape(str(fw.info.get('webui_url') or ''))}</td></tr>"
+        )
 
     used_by_agent = master.allocator.used_by_agent()
     agent_rows = []
@@ -117,12 +130,16 @@ def render_master_page(master: Master, agents: Mapping[str, Agent]) -> str:
             f"<tr><td>{escape(rec.agent_id)}</td><td>{escape(rec.hostname)}:{rec.agent.port}</td>"
             f"<td>{_res(rec.total.summary())}</td><td>{_res(used.summary()) if used else '-'}</td>"
             f"<td>{escape(', '.join(f'{k}={v}' for k, v in rec.agent.config.attributes))}</td>"
-            f"<td>{_time(rec.registered_time)}</td></tr>")
+            f"<td>{_time(rec.registered_time)}</td></tr>"
+        )
 
     task_rows = []
     live = [t for fw in master.frameworks.values() for t in fw.tasks.values()]
-    done = [t for fw in list(master.frameworks.values()) + list(master.completed_frameworks)
-            for t in fw.completed_tasks][-COMPLETED_TASKS_SHOWN:]
+    done = [
+        t
+        for fw in list(master.frameworks.values()) + list(master.completed_frameworks)
+        for t in fw.completed_tasks
+    ][-COMPLETED_TASKS_SHOWN:]
     for t in live + list(reversed(done)):
         rec = master.agents.get(t.agent_id)
         task_rows.append(
@@ -130,7 +147,8 @@ def render_master_page(master: Master, agents: Mapping[str, Agent]) -> str:
             f"<td class='st-{escape(t.state)}'>{escape(t.state)}</td>"
             f"<td>{escape(names.get(t.framework_id, t.framework_id))}</td>"
             f"<td>{escape(rec.hostname if rec else t.agent_id)}</td><td>{_res(t.resources.summary())}</td>"
-            f"<td>{_sandbox_links(agents, t)}</td></tr>")
+            f"<td>{_sandbox_links(agents, t)}</td></tr>"
+        )
 
     info = master.master_info()
     body = (
@@ -144,12 +162,14 @@ def render_master_page(master: Master, agents: Mapping[str, Agent]) -> str:
         "<th class=num>Completed</th><th>Registered</th><th>Web UI</th></tr>"
         f"{''.join(fw_rows) or '<tr><td colspan=8 class=muted>none</td></tr>'}</table>"
         f"<h2>Agents ({len(master.agents)})</h2>"
-        "<table><tr><th>ID</th><th>Host</th><th>Resources</th><th>Used</th><th>Attributes</th><th>Registered</th></tr>"
+        "<table><tr><th>ID</th><th>Host</th><th>Resources</th><th>Used</th><th>Attributes</th>"
+        "<th>Registered</th></tr>"
         f"{''.join(agent_rows) or '<tr><td colspan=6 class=muted>none</td></tr>'}</table>"
         f"<h2>Tasks ({len(live)} live, {len(done)} recent completed)</h2>"
         "<table><tr><th>ID</th><th>Name</th><th>State</th><th>Framework</th><th>Agent</th><th>Resources</th>"
         f"<th>Sandbox</th></tr>{''.join(task_rows) or '<tr><td colspan=7 class=muted>none</td></tr>'}</table>"
-        "</main>")
+        "</main>"
+    )
     return _page("Mesos master (local)", body)
 
 
@@ -157,7 +177,9 @@ def render_file_page(agents: Mapping[str, Agent], agent_id: str, raw_path: str |
     """``GET /ui/sandbox``: (status, HTML) listing a sandbox folder or showing a file's end."""
     agent = agents.get(agent_id)
     if agent is None:
-        return 404, _page("Not found", f"<main><p>No agent {escape(agent_id)}.</p><a href='/'>back</a></main>")
+        return 404, _page(
+            "Not found", f"<main><p>No agent {escape(agent_id)}.</p><a href='/'>back</a></main>"
+        )
     try:
         path = confined_path(agent.sandbox_root(), raw_path)
         shown = raw_path or ""
@@ -165,21 +187,28 @@ def render_file_page(agents: Mapping[str, Agent], agent_id: str, raw_path: str |
             rows = []
             for e in browse_entries(path, shown):
                 link = f"/ui/sandbox?{urlencode({'agent': agent_id, 'path': e['path']})}"
-                rows.append(f"<tr><td>{escape(e['mode'])}</td><td><a href='{escape(link)}'>"
-                            f"{escape(Path(e['path']).name)}</a></td><td class=num>{e['size']}</td>"
-                            f"<td>{_time(e['mtime'])}</td></tr>")
-            content = ("<table><tr><th>Mode</th><th>Name</th><th class=num>Bytes</th><th>Modified</th></tr>"
-                       f"{''.join(rows)}</table>")
+                rows.append(
+                    f"<tr><td>{escape(e['mode'])}</td><td><a href='{escape(link)}'>"
+                    f"{escape(Path(e['path']).name)}</a></td><td class=num>{e['size']}</td>"
+                    f"<td>{_time(e['mtime'])}</td></tr>"
+                )
+            content = (
+                "<table><tr><th>Mode</th><th>Name</th><th class=num>Bytes</th><th>Modified</th></tr>"
+                f"{''.join(rows)}</table>"
+            )
         else:
             size = read_chunk(path, -1, None)["offset"]
             start = max(0, size - MAX_READ_BYTES)
             chunk = read_chunk(path, start, MAX_READ_BYTES)["data"]
             note = f"last {size - start} of {size} bytes" if start else f"{size} bytes"
-            content = f"<p class=muted>{note}</p><pre>{escape(chunk.encode('utf-8', 'surrogateescape').decode('utf-8', 'replace'))}</pre>"
+            text = chunk.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            content = f"<p class=muted>{note}</p><pre>{escape(text)}</pre>"
     except FileRequestError as exc:
         return exc.status, _page("Sandbox", f"<main><p>{escape(exc.reason)}</p><a href='/'>back</a></main>")
     parent = f"/ui/sandbox?{urlencode({'agent': agent_id, 'path': str(Path(shown).parent)})}"
-    body = (f"<header><h1>Sandbox on {escape(agent.hostname)} ({escape(agent_id)})</h1>"
-            f"<span class=muted>{escape(shown)}</span></header><main>"
-            f"<p><a href='/'>master</a> · <a href='{escape(parent)}'>up</a></p>{content}</main>")
+    body = (
+        f"<header><h1>Sandbox on {escape(agent.hostname)} ({escape(agent_id)})</h1>"
+        f"<span class=muted>{escape(shown)}</span></header><main>"
+        f"<p><a href='/'>master</a> · <a href='{escape(parent)}'>up</a></p>{content}</main>"
+    )
     return 200, _page("Sandbox", body)

@@ -36,13 +36,18 @@ def test_openapi_declares_bearer_and_typed_answers(client):  # noqa: F811
     c, _ = client
     doc = c.get("/openapi.json").json()
     assert doc["components"]["securitySchemes"]["bearerAuth"] == {
-        "type": "http", "scheme": "bearer", "description": doc["components"]["securitySchemes"]["bearerAuth"]["description"]}
+        "type": "http",
+        "scheme": "bearer",
+        "description": doc["components"]["securitySchemes"]["bearerAuth"]["description"],
+    }
     paths = doc["paths"]
     for path, ops in paths.items():
         for method, op in ops.items():
             if path.startswith("/api/v1/"):
                 assert op["security"] == [{"bearerAuth": []}], (path, method)
-                assert op["responses"]["401"]["content"]["application/json"]["schema"]["$ref"].endswith("/Error")
+                assert op["responses"]["401"]["content"]["application/json"]["schema"]["$ref"].endswith(
+                    "/Error"
+                )
 
     def schema_of(path: str, method: str, status: str) -> str:
         return paths[path][method]["responses"][status]["content"]["application/json"]["schema"]["$ref"]
@@ -78,8 +83,15 @@ def test_docs_render_offline_in_headless_chromium():
     h = Harness()
     h.register()
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(CoreBackend(h), api_token="s3cret"), host="127.0.0.1",
-                                           port=port, log_level="warning", lifespan="off"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(CoreBackend(h), api_token="s3cret"),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            lifespan="off",
+        )
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:

@@ -16,15 +16,27 @@ from .test_api import AUTH, client  # noqa: F401 (the API-on-a-real-core fixture
 
 def test_duration_and_clock():
     assert [duration(x) for x in (None, -1, 0, 44.6, 60, 192, 3600, 7500, 86400 + 4 * 3600)] == [
-        "-", "-", "0s", "45s", "1m00s", "3m12s", "1h00m", "2h05m", "1d04h"]
+        "-",
+        "-",
+        "0s",
+        "45s",
+        "1m00s",
+        "3m12s",
+        "1h00m",
+        "2h05m",
+        "1d04h",
+    ]
     now = time.time()
     assert clock(None) == "-" and clock(now - 5, now) == time.strftime("%H:%M:%S", time.localtime(now - 5))
     assert clock(now - 3 * 86400, now) == time.strftime("%Y-%m-%d %H:%M", time.localtime(now - 3 * 86400))
 
 
 def test_jct_only_for_ended_jobs():
-    job = {"phase": "finished", "submitted_at": 100.0, "phase_times": {"pending": 100.0, "running": 150.0,
-                                                                        "finished": 400.0}}
+    job = {
+        "phase": "finished",
+        "submitted_at": 100.0,
+        "phase_times": {"pending": 100.0, "running": 150.0, "finished": 400.0},
+    }
     assert jct(job) == 300.0
     assert jct({**job, "phase": "running"}) is None
     assert jct({**job, "phase": "cancelled", "phase_times": {"cancelled": 130.0}}) == 30.0
@@ -32,12 +44,33 @@ def test_jct_only_for_ended_jobs():
 
 def test_jobs_table_shows_submitted_age_and_jct(monkeypatch):
     now = time.time()
-    page = {"jobs": [
-        {"id": "j-done", "job_type": "resnet-50", "phase": "finished", "epochs": 5, "epochs_done": 5,
-         "num_ps": 0, "num_workers": 0, "submitted_at": now - 3700, "phase_times": {"finished": now - 100}},
-        {"id": "j-run", "job_type": "vgg-16", "phase": "running", "epochs": 5, "epochs_done": 1.25,
-         "num_ps": 1, "num_workers": 2, "submitted_at": now - 75, "phase_times": {"running": now - 60}},
-    ], "next_cursor": None}
+    page = {
+        "jobs": [
+            {
+                "id": "j-done",
+                "job_type": "resnet-50",
+                "phase": "finished",
+                "epochs": 5,
+                "epochs_done": 5,
+                "num_ps": 0,
+                "num_workers": 0,
+                "submitted_at": now - 3700,
+                "phase_times": {"finished": now - 100},
+            },
+            {
+                "id": "j-run",
+                "job_type": "vgg-16",
+                "phase": "running",
+                "epochs": 5,
+                "epochs_done": 1.25,
+                "num_ps": 1,
+                "num_workers": 2,
+                "submitted_at": now - 75,
+                "phase_times": {"running": now - 60},
+            },
+        ],
+        "next_cursor": None,
+    }
     monkeypatch.setattr(client_cli, "_call", lambda *a, **k: page)
     r = CliRunner().invoke(client_cli.jobs, [])
     assert r.exit_code == 0, r.output
@@ -77,5 +110,8 @@ def test_framework_help_names_the_defaults():
     assert "[default: 1200s (20m00s)]" in lines["--slot"] and "[default: dl2]" in lines["--policy"]
     assert "[default: none]" in lines["--zk"] and "[default: 0.0.0.0:8080]" in lines["--api"]
     assert "127.0.0.1:5050" in out.output.split("Options:")[0]  # the fallback master, in the text too
-    assert all("default" in ln for flag, ln in lines.items()
-               if flag in ("--offer-wait", "--launch-timeout", "--kill-grace", "--failover-timeout"))
+    assert all(
+        "default" in ln
+        for flag, ln in lines.items()
+        if flag in ("--offer-wait", "--launch-timeout", "--kill-grace", "--failover-timeout")
+    )

@@ -32,17 +32,29 @@ class OnePsTwoWorkers:
 
 
 @pytest.fixture
-def running_framework(cluster, tmp_path):
+def running_framework(cluster, tmp_path):  # noqa: F811
     port = free_port()
     # the executor command writes a line to each of its sandbox's stdout and stderr first
-    command = (f"echo hello-stdout-$MESOS_EXECUTOR_ID; echo hello-stderr >&2; "
-               f"exec {sys.executable} {FAKE_EXECUTOR}")
-    cfg = load_config(env={}, overrides={
-        "master": cluster.master, "zk": "none", "state_dir": str(tmp_path / "state"), "policy": "fifo",
-        "slot": "3s", "offer_wait": "1s", "api": f"127.0.0.1:{port}", "api_token": "tok",
-        "executor_command": command, "checkpoint_root": f"file://{tmp_path}/ckpt",
-        "task_env": {"FAKE_EPS": "0.5"}, "kill_grace": "2s",
-    })
+    command = (
+        f"echo hello-stdout-$MESOS_EXECUTOR_ID; echo hello-stderr >&2; exec {sys.executable} {FAKE_EXECUTOR}"
+    )
+    cfg = load_config(
+        env={},
+        overrides={
+            "master": cluster.master,
+            "zk": "none",
+            "state_dir": str(tmp_path / "state"),
+            "policy": "fifo",
+            "slot": "3s",
+            "offer_wait": "1s",
+            "api": f"127.0.0.1:{port}",
+            "api_token": "tok",
+            "executor_command": command,
+            "checkpoint_root": f"file://{tmp_path}/ckpt",
+            "task_env": {"FAKE_EPS": "0.5"},
+            "kill_grace": "2s",
+        },
+    )
     replica = Replica(cfg, policy_factory=lambda c: OnePsTwoWorkers())
     runner = threading.Thread(target=replica.run, daemon=True)
     runner.start()
@@ -56,20 +68,29 @@ def running_framework(cluster, tmp_path):
 
 
 def test_logs_reads_and_follows_a_jobs_sandbox(running_framework):
-    cluster, api = running_framework
-    r = requests.post(api + "/api/v1/jobs", json={"job_type": "resnet-50", "epochs": 4, **TINY},
-                      headers=AUTH, timeout=10)
+    cluster, api = running_framework  # noqa: F811
+    r = requests.post(
+        api + "/api/v1/jobs", json={"job_type": "resnet-50", "epochs": 4, **TINY}, headers=AUTH, timeout=10
+    )
     assert r.status_code == 201, r.text
     job_id = r.json()["id"]
-    _wait(lambda: requests.get(f"{api}/api/v1/jobs/{job_id}", headers=AUTH, timeout=2).json()["num_workers"] == 2, 30,
-          "two running workers")
+    _wait(
+        lambda: (
+            requests.get(f"{api}/api/v1/jobs/{job_id}", headers=AUTH, timeout=2).json()["num_workers"] == 2
+        ),
+        30,
+        "two running workers",
+    )
     common = ["--master", cluster.master, "--api", api]
     run = CliRunner().invoke
 
     # --follow while the job runs (the installed CLI in its own process): it returns once the task
     # has ended and its file is read to the end
-    follower = subprocess.Popen([sys.executable, "-m", "dl2_mesos.cli", "logs", job_id, "--follow",
-                                 "--task", "worker-0", *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "dl2_mesos.cli", "logs", job_id, "--follow", "--task", "worker-0", *common],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
     out = run(logs, [job_id, *common])
     assert out.exit_code == 0, out.output
@@ -79,8 +100,13 @@ def test_logs_reads_and_follows_a_jobs_sandbox(running_framework):
     assert err.exit_code == 0 and "hello-stderr" in err.stdout, err.output
     assert ".ps." in err.stderr
 
-    job = _wait(lambda: (lambda j: j if j["phase"] in ("finished", "failed") else None)(
-        requests.get(f"{api}/api/v1/jobs/{job_id}", headers=AUTH, timeout=2).json()), 60, "the job to finish")
+    job = _wait(
+        lambda: (lambda j: j if j["phase"] in ("finished", "failed") else None)(
+            requests.get(f"{api}/api/v1/jobs/{job_id}", headers=AUTH, timeout=2).json()
+        ),
+        60,
+        "the job to finish",
+    )
     assert job["phase"] == "finished"
     try:
         f_out, f_err = follower.communicate(timeout=60)

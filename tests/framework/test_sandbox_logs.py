@@ -11,8 +11,12 @@ def _task(tid: str, role: str, rank: int, state: str = "TASK_RUNNING") -> TaskRe
     return TaskRef(f"j1.{tid}", f"j1 {role} {rank}", state, "fw", "ex", "a1")
 
 
-TASKS = [_task("ps.1", "ps", 0), _task("worker.2", "worker", 1), _task("worker.3", "worker", 0),
-         _task("worker.4", "worker", 2, "TASK_FINISHED")]
+TASKS = [
+    _task("ps.1", "ps", 0),
+    _task("worker.2", "worker", 1),
+    _task("worker.3", "worker", 0),
+    _task("worker.4", "worker", 2, "TASK_FINISHED"),
+]
 
 
 def test_pick_task_by_id_short_id_and_role_rank():
@@ -49,7 +53,7 @@ class GrowingFile:
 
     def read(self, sandbox, path, offset, length=65536):
         self.reads.append(offset)
-        return self.content[offset:offset + 4], offset  # small pages: several reads per piece
+        return self.content[offset : offset + 4], offset  # small pages: several reads per piece
 
     def poll(self, seconds: float) -> None:
         if self.pieces:

@@ -48,7 +48,10 @@ def test_tasks_endpoint_pages_orders_and_filters(cluster, busy):
     tasks = get(cluster, "/master/tasks").json()["tasks"]
     by_id = {t["id"]: t for t in tasks}
     assert by_id["ep-run"]["state"] == "TASK_RUNNING" and by_id["ep-done"]["state"] == "TASK_FINISHED"
-    assert by_id["ep-run"]["framework_id"] == busy.framework_id and by_id["ep-run"]["slave_id"] in cluster.agent_ids
+    assert (
+        by_id["ep-run"]["framework_id"] == busy.framework_id
+        and by_id["ep-run"]["slave_id"] in cluster.agent_ids
+    )
     assert len(get(cluster, "/master/tasks", limit=1).json()["tasks"]) == 1
     asc = [t["id"] for t in get(cluster, "/master/tasks", order="asc").json()["tasks"]]
     des = [t["id"] for t in get(cluster, "/master/tasks", order="des").json()["tasks"]]
@@ -84,7 +87,9 @@ def test_web_ui_lists_frameworks_agents_tasks_and_opens_sandboxes(cluster, busy)
     assert "ep-run" in html and "ep-done" in html and "TASK_FINISHED" in html
     # the finished command task's stdout, through the UI's sandbox view
     links = [unescape(h) for h in re.findall(r"href='([^']+)'", html)]
-    sandbox_files = [(h, parse_qs(urlsplit(h).query)["path"][0]) for h in links if h.startswith("/ui/sandbox?")]
+    sandbox_files = [
+        (h, parse_qs(urlsplit(h).query)["path"][0]) for h in links if h.startswith("/ui/sandbox?")
+    ]
     link = next(h for h, p in sandbox_files if "/executors/ep-done/" in p and p.endswith("/stdout"))
     shown = get(cluster, link)
     assert shown.status_code == 200 and "hello-from-ep-done" in shown.text

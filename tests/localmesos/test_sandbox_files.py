@@ -46,10 +46,14 @@ def test_read_browse_download_a_sandbox(finished_task):
     assert size == {"data": "", "offset": out["size"]}
     whole = httpx.get(f"{base}/files/read", params={"path": f"{sandbox}/stdout", "offset": 0}).json()
     assert whole == {"data": "line one\nline two é\n", "offset": 0}
-    part = httpx.get(f"{base}/files/read", params={"path": f"{sandbox}/stdout", "offset": 5, "length": 3}).json()
+    part = httpx.get(
+        f"{base}/files/read", params={"path": f"{sandbox}/stdout", "offset": 5, "length": 3}
+    ).json()
     assert part == {"data": "one", "offset": 5}
     # a read never ends inside a UTF-8 character: "é" is two bytes at offset 18
-    cut = httpx.get(f"{base}/files/read", params={"path": f"{sandbox}/stdout", "offset": 9, "length": 10}).json()
+    cut = httpx.get(
+        f"{base}/files/read", params={"path": f"{sandbox}/stdout", "offset": 9, "length": 10}
+    ).json()
     assert cut == {"data": "line two ", "offset": 9}
     past = httpx.get(f"{base}/files/read", params={"path": f"{sandbox}/stdout", "offset": 999}).json()
     assert past == {"data": "", "offset": out["size"]}

@@ -134,7 +134,8 @@ def test_cuda_visible_devices_from_gpu_indices(cluster, make_driver, ids):
     assert {r[1] for r in reports.values()} == {"0"}
     assert len({r[0] for r in reports.values()}) == 2
     # GPU indices are the agent's business (its /state), not the master's
-    free = {aid: httpx.get(f"http://{e}/state", timeout=5).json()["free_gpus"] for aid, e in cluster.agents.items()}
+    free = {aid: httpx.get(f"http://{e}/state", timeout=5).json()["free_gpus"]
+            for aid, e in cluster.agents.items()}
     assert all(v == [] for v in free.values())
     assert all("free_gpu_indices" not in s for s in cluster.state()["slaves"])
 
