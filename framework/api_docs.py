@@ -10,6 +10,7 @@ infer them).
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ from fastapi.openapi.utils import get_openapi
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.staticfiles import StaticFiles
+
+logger = logging.getLogger(__name__)
 
 ASSETS_PATH = "/docs-assets"
 
@@ -195,10 +198,25 @@ def described_openapi(app: FastAPI) -> dict[str, Any]:
 
 def install_docs(app: FastAPI) -> None:
     """Serve ``/docs`` from local assets and describe the API fully (call on an app built with
-    ``docs_url=None, redoc_url=None``)."""
-    app.mount(ASSETS_PATH, StaticFiles(directory=swagger_assets()), name="docs-assets")
+    ``docs_url=None, redoc_url=None``). Without the assets package the API still runs and ``/docs``
+    says what to install (``/openapi.json`` is served either way)."""
+    app.openapi = lambda: described_openapi(app)  # type: ignore[method-assign]
+    try:
+        assets = swagger_assets()
+    except ImportError:
+        logger.warning("fastapi-offline is not installed: /docs cannot render (pip install fastapi-offline)")
+        assets = None
+    if assets is not None:
+        app.mount(ASSETS_PATH, StaticFiles(directory=assets), name="docs-assets")
 
     async def docs(request: Request) -> HTMLResponse:
+        if assets is None:
+            return HTMLResponse(
+                "<p>The API documentation needs the Swagger UI assets of the <code>fastapi-offline</code> "
+                "package: <code>pip install fastapi-offline</code>. The OpenAPI document is at "
+                "<a href='/openapi.json'>/openapi.json</a>.</p>",
+                status_code=503,
+            )
         return get_swagger_ui_html(
             openapi_url=app.openapi_url or "/openapi.json",
             title=f"{app.title}: API",
@@ -209,4 +227,3 @@ def install_docs(app: FastAPI) -> None:
         )
 
     app.add_route("/docs", docs, methods=["GET"], include_in_schema=False)
-    app.openapi = lambda: described_openapi(app)  # type: ignore[method-assign]

@@ -124,3 +124,25 @@ def test_docs_render_offline_in_headless_chromium():
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+def test_without_the_assets_package_the_api_runs_and_docs_say_what_to_install(monkeypatch):
+    import builtins
+
+    from fastapi.testclient import TestClient
+
+    real_import = builtins.__import__
+
+    def no_offline(name, *args, **kwargs):
+        if name == "fastapi_offline":
+            raise ImportError("no fastapi_offline")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_offline)
+    h = Harness()
+    h.register()
+    c = TestClient(create_app(CoreBackend(h), api_token="s3cret"))
+    r = c.get("/docs")
+    assert r.status_code == 503 and "pip install fastapi-offline" in r.text
+    assert "bearerAuth" in c.get("/openapi.json").json()["components"]["securitySchemes"]
+    assert c.get("/health").status_code == 200
