@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "jobs": ("dl2_mesos.framework.client_cli:jobs", "List jobs."),
     "job": ("dl2_mesos.framework.client_cli:job", "Show one job."),
     "cancel": ("dl2_mesos.framework.client_cli:cancel", "Cancel a job."),
+    "logs": ("dl2_mesos.framework.client_cli:logs", "Print or follow a job task's logs from its Mesos sandbox."),
     "demo": ("dl2_mesos.demo:demo", "Run the local-cluster demo end to end."),
 }
 

@@ -35,6 +35,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from dl2_mesos.errors import Dl2Error, InvalidJobSpec
+from dl2_mesos.framework.api_docs import install_docs
 from dl2_mesos.jobs import MAX_EXTRA_DEPTH, NAME_PATTERN, JobPhase, JobSpec
 from dl2_mesos.job_types import job_type_names
 from dl2_mesos.framework.records import IdempotencyConflict
@@ -205,7 +206,8 @@ def create_app(backend: Backend, *, api_token: str = "", read_token: str = "", o
         max_body_bytes: larger request bodies get 413.
     """
     app = FastAPI(title=title, version="1", description="Submit and watch elastic training jobs scheduled by DL2.",
-                  default_response_class=SafeJSONResponse)
+                  default_response_class=SafeJSONResponse, docs_url=None, redoc_url=None)
+    install_docs(app)  # /docs from local Swagger UI assets; typed answers and the bearer scheme
 
     def _token_of(request: Request, *, basic: bool) -> bytes | None:
         scheme, _, value = request.headers.get("authorization", "").partition(" ")
@@ -372,6 +374,9 @@ def create_app(backend: Backend, *, api_token: str = "", read_token: str = "", o
         refused = not_json(request, body_expected=False)
         if refused is not None:
             return refused
+        seen = backend.view()["jobs"].get(job_id)  # an ended job stays ended: the snapshot suffices
+        if seen is not None and JobPhase(seen["phase"]).terminal:
+            return _error(409, f"job {job_id} already {seen['phase']}: nothing to cancel", phase=seen["phase"])
         try:  # the loop decides whether the job exists (the snapshot may lag a fresh submission)
             return SafeJSONResponse(redact_job(backend.cancel(job_id)))
         except KeyError:
@@ -418,7 +423,7 @@ def create_app(backend: Backend, *, api_token: str = "", read_token: str = "", o
 
 def _brief(job: dict[str, Any]) -> dict[str, Any]:
     return {k: job[k] for k in ("id", "name", "job_type", "phase", "epochs", "epochs_done", "progress",
-                                "num_ps", "num_workers", "rescales", "submitted_at")}
+                                "num_ps", "num_workers", "rescales", "submitted_at", "phase_times")}
 
 
 def _render_status(backend: Backend) -> str:

@@ -10,6 +10,7 @@ else.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -86,6 +87,15 @@ class ClusterRedirects:
         return target
 
 
+class ApiError(click.ClickException):
+    """The API refused a call: ``status`` and its JSON answer (``error`` is the message)."""
+
+    def __init__(self, status: int, message: str, body: dict[str, Any]) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.body = body
+
+
 def _call(method: str, api: str, path: str, token: str = "", body: Any = None) -> Any:
     import requests
 
@@ -112,7 +122,7 @@ def _call(method: str, api: str, path: str, token: str = "", body: Any = None) -
         data = {"error": r.text[:500]}
     if r.status_code >= 400:
         msg = data.get("error", r.reason) if isinstance(data, dict) else r.reason
-        raise click.ClickException(f"{r.status_code}: {msg}")
+        raise ApiError(r.status_code, msg, data if isinstance(data, dict) else {})
     return data
 
 
@@ -168,10 +178,17 @@ def jobs(phase: str | None, api: str, token: str, token_file: str | None, as_jso
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
-    click.echo(f"{'ID':<32} {'TYPE':<14} {'PHASE':<10} {'EPOCHS':>15} {'PS':>3} {'W':>3}")
+    from dl2_mesos.framework.human_time import clock, duration, jct
+
+    now = time.time()
+    click.echo(f"{'ID':<32} {'TYPE':<14} {'PHASE':<10} {'EPOCHS':>11} {'PS':>3} {'W':>3} "
+               f"{'SUBMITTED':>16} {'AGE':>7} {'JCT':>7}")
     for j in data["jobs"]:
         ep = f"{j['epochs_done']:.1f}/{j['epochs']:g}"
-        click.echo(f"{j['id']:<32} {j['job_type']:<14} {j['phase']:<10} {ep:>15} {j['num_ps']:>3} {j['num_workers']:>3}")
+        submitted = j.get("submitted_at")
+        age = duration(now - submitted) if submitted else "-"
+        click.echo(f"{j['id']:<32} {j['job_type']:<14} {j['phase']:<10} {ep:>11} {j['num_ps']:>3} "
+                   f"{j['num_workers']:>3} {clock(submitted, now):>16} {age:>7} {duration(jct(j)):>7}")
 
 
 @click.command("job")
@@ -190,7 +207,64 @@ def job(job_id: str, api: str, token: str, token_file: str | None) -> None:
 @_token
 @_token_file
 def cancel(job_id: str, api: str, token: str, token_file: str | None) -> None:
-    """Cancel a job."""
+    """Cancel a job (a job that already ended is left as it is, and the exit status is 1)."""
     token = resolve_token(token, token_file)
-    data = _call("DELETE", api, f"/api/v1/jobs/{job_id}", token)
+    try:
+        data = _call("DELETE", api, f"/api/v1/jobs/{job_id}", token)
+    except ApiError as exc:
+        if exc.status == 409:  # the API's answer for a job that already ended
+            raise click.ClickException(f"{job_id} already {exc.body.get('phase', 'ended')}: "
+                                       "nothing to cancel") from None
+        raise
     click.echo(f"{data['id']}: {data['phase']}")
+
+
+@click.command("logs")
+@click.argument("job_id")
+@click.option("--task", "task", default=None,
+              help="Task id, or role-rank such as worker-0 or ps-1 "
+                   "(default: the live worker of lowest rank).")
+@click.option("--stream", type=click.Choice(["stdout", "stderr", "process"]), default="stdout",
+              show_default=True,
+              help="The executor's stdout or stderr in the task's sandbox, or the task's own training "
+                   "process log (dl2-jobs/JOB/ROLE-RANK.log there).")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing what is appended until the task ends.")
+@click.option("--master", envvar="DL2_MASTER", default="127.0.0.1:5050", show_default=True,
+              help="Mesos master's HTTP address (env DL2_MASTER); agents are found through it.")
+@_api
+def logs(job_id: str, task: str | None, stream: str, follow: bool, master: str, api: str) -> None:
+    """Print a job task's logs from its Mesos sandbox (the agents' /files API, as the Mesos UI reads it)."""
+    import sys
+
+    import requests
+
+    from dl2_mesos.framework.sandbox_logs import LogsError, MesosFiles, pick_task, stream_file
+
+    framework_id = None
+    for base in (a.strip().rstrip("/") for a in api.split(",") if a.strip()):
+        try:  # which framework's tasks to look at; without the API, any framework's tasks of JOB_ID
+            framework_id = requests.get(base + "/health", timeout=5).json().get("framework_id")
+            break
+        except (requests.RequestException, ValueError, AttributeError):
+            continue
+    try:
+        files = MesosFiles(master)
+        state = files.master_state()
+        chosen = pick_task(files.job_tasks(job_id, framework_id, state), task, job_id)
+        sandbox = files.sandbox(chosen, state)
+        path = chosen.process_log(job_id) if stream == "process" else stream
+        click.echo(f"==> task {chosen.task_id} ({chosen.state}) on {sandbox.agent_url}: "
+                   f"{sandbox.directory}/{path}", err=True)
+
+        def task_ended() -> bool:
+            now = files.job_tasks(job_id, framework_id)
+            return all(t.ended for t in now if t.task_id == chosen.task_id)
+
+        out = sys.stdout.buffer
+        for chunk in stream_file(files, sandbox, path, follow=follow, task_ended=task_ended):
+            out.write(chunk)
+            out.flush()
+    except LogsError as exc:
+        raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        pass

@@ -33,8 +33,9 @@ logger = logging.getLogger(__name__)
               help="Run executors and tasks as this user (default: yours, or nobody when root).")
 @click.option("--name", "framework_name", default=None, help="Framework name.")
 @click.option("--role", default=None, help="Mesos role.")
-@click.option("--principal", default=None)
-@click.option("--secret", default=None)
+@click.option("--principal", default=None, help="Mesos principal the framework authenticates as.")
+@click.option("--secret", default=None,
+              help="Mesos secret of the principal (visible in ps: prefer env DL2_SECRET).")
 @click.option("--failover-timeout", default=None, help="How long Mesos keeps our tasks without a scheduler.")
 @click.option("--connect-timeout", default=None, help="Give up when ZooKeeper/master stay unreachable this long.")
 @click.option("--executor-command", default=None, help="Command that starts the executor on agents.")
@@ -45,11 +46,17 @@ logger = logging.getLogger(__name__)
               help="Allow a non-loopback ZooKeeper without --zk-digest (world-writable znodes).")
 @click.option("--online-learning/--no-online-learning", default=None,
               help="Update the DL2 model online from observed rewards (default on).")
-@click.option("--offer-wait", default=None)
-@click.option("--launch-timeout", default=None)
-@click.option("--kill-grace", default=None)
+@click.option("--offer-wait", default=None, help="At a slot boundary, wait at most this long for offers.")
+@click.option("--launch-timeout", default=None,
+              help="A planned launch waits at most this long for its offers.")
+@click.option("--kill-grace", default=None, help="SIGTERM to SIGKILL grace when a task is killed.")
 def framework(config_path: str | None, **flags: object) -> None:
-    """Run the DL2 Mesos framework (one replica; several replicas elect a leader in ZooKeeper)."""
+    """Run the DL2 Mesos framework (one replica; several replicas elect a leader in ZooKeeper).
+
+    Each setting comes from the flag, else DL2_<NAME> in the environment, else the TOML config
+    file, else the default shown with it: with nothing set, the framework connects to the Mesos
+    master at 127.0.0.1:5050 and keeps its state in ./dl2-state.
+    """
     from dl2_mesos.config import check_exposure, load_config
     from dl2_mesos.framework.http_guard import raise_nofile_limit
     from dl2_mesos.framework.runner import Replica, Unreachable
@@ -86,3 +93,37 @@ def framework(config_path: str | None, **flags: object) -> None:
     if code:
         click.echo(f"Error: {replica._reason}", err=True)
     sys.exit(code)
+
+
+def _shown_default(value: object) -> str | None:
+    """A setting's built-in default as ``--help`` shows it (None: not worth showing)."""
+    if isinstance(value, bool) or value in ("", {}, None):
+        return None
+    if isinstance(value, float):
+        from dl2_mesos.framework.human_time import duration
+
+        return f"{value:g}s" + (f" ({duration(value)})" if value >= 60 else "")
+    return str(value)
+
+
+def _add_defaults_to_help(command: click.Command) -> None:
+    """Flags default to None (so the config file and environment can set them); their help names
+    the built-in default of the setting they override instead."""
+    from dataclasses import MISSING, fields
+
+    from dl2_mesos.config import Config
+
+    defaults = {}
+    for f in fields(Config):
+        if f.default is not MISSING:
+            defaults[f.name] = f.default
+        elif f.default_factory is not MISSING:  # type: ignore[misc]
+            defaults[f.name] = f.default_factory()  # type: ignore[misc]
+    for param in command.params:
+        shown = _shown_default(defaults.get(param.name or ""))
+        wanted = shown is not None and param.help and "default" not in param.help
+        if isinstance(param, click.Option) and wanted:
+            param.help = f"{param.help} [default: {shown}]"
+
+
+_add_defaults_to_help(framework)

@@ -57,6 +57,10 @@ class Agent(ExecutorLifecycleMixin):
     def hostname(self) -> str:
         return self.config.hostname
 
+    def sandbox_root(self) -> Path:
+        """The folder holding this agent's sandboxes; its files API serves nothing outside it."""
+        return self.work_dir / "slaves" / (self.agent_id or "agent")
+
     @property
     def endpoint(self) -> str:
         return f"{self.host}:{self.port}"
@@ -368,36 +372,38 @@ class Agent(ExecutorLifecycleMixin):
         if self.master is not None and self.master.running and self.agent_id:
             self.master.executor_message(self.agent_id, ex.framework_id, ex.executor_id, data)
 
-    def state_json(self) -> dict[str, Any]:
-        """A small subset of Mesos's agent ``/state``."""
-        frameworks = []
-        for fid, fw in self.frameworks.items():
-            frameworks.append(
+    @staticmethod
+    def _executor_json(ex: Executor) -> dict[str, Any]:
+        return {
+            "id": ex.executor_id,
+            "container": ex.container_id,
+            "directory": str(ex.directory),
+            "state": ex.state,
+            "pid": ex.process.pid if ex.process else None,
+            "gpus": list(ex.gpus),
+            "tasks": [
                 {
-                    "id": fid,
-                    "name": fw.info.get("name"),
-                    "executors": [
-                        {
-                            "id": ex.executor_id,
-                            "container": ex.container_id,
-                            "directory": str(ex.directory),
-                            "state": ex.state,
-                            "pid": ex.process.pid if ex.process else None,
-                            "gpus": list(ex.gpus),
-                            "tasks": [
-                                {
-                                    "id": t.task_id,
-                                    "state": t.state,
-                                    "gpus": list(t.gpus),
-                                    "resources": t.resources.summary(),
-                                }
-                                for t in ex.tasks()
-                            ],
-                        }
-                        for ex in fw.executors.values()
-                    ],
+                    "id": t.task_id,
+                    "state": t.state,
+                    "gpus": list(t.gpus),
+                    "resources": t.resources.summary(),
                 }
-            )
+                for t in ex.tasks()
+            ],
+        }
+
+    def state_json(self) -> dict[str, Any]:
+        """A small subset of Mesos's agent ``/state`` (executors carry their sandbox ``directory``,
+        as in Mesos; ended executors are under ``completed_executors``)."""
+        frameworks = [
+            {
+                "id": fid,
+                "name": fw.info.get("name"),
+                "executors": [self._executor_json(ex) for ex in fw.executors.values()],
+                "completed_executors": [self._executor_json(ex) for ex in fw.completed_executors],
+            }
+            for fid, fw in self.frameworks.items()
+        ]
         return {
             "id": self.agent_id,
             "hostname": self.hostname,

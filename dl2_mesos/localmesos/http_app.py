@@ -1,9 +1,13 @@
 """HTTP servers of the local cluster: the master's app, one app per agent, and a uvicorn wrapper.
 
-The master answers the Mesos endpoints this project needs (``/api/v1/scheduler``, ``/version``,
-``/master/state`` + ``/state``, ``/health``) plus control endpoints under ``/local/`` that are
+The master answers the Mesos endpoints this project and the Mesos UI's tools use
+(``/api/v1/scheduler``, ``/version``, ``/master/state`` + ``/state``, ``/master/frameworks``,
+``/master/slaves``, ``/master/tasks``, ``/metrics/snapshot``, ``/master/redirect``, ``/flags``,
+``/health``), a small server-rendered web UI at ``/`` (frameworks, agents, tasks and their
+sandboxes) plus control endpoints under ``/local/`` that are
 *not* Mesos API: fault injection for tests and demos. Agents answer ``/api/v1/executor`` on their
-own port, since pymesos's executor driver posts to ``MESOS_AGENT_ENDPOINT`` + ``/api/v1/executor``.
+own port, since pymesos's executor driver posts to ``MESOS_AGENT_ENDPOINT`` + ``/api/v1/executor``,
+and serve their sandboxes through Mesos's files API (``/files/browse|read|download``).
 """
 
 from __future__ import annotations
@@ -18,14 +22,25 @@ from typing import Any, Protocol
 import uvicorn
 from fastapi import FastAPI
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 
 from .agent import Agent
 from .agent_records import AgentConfig
 from .executor_api import make_executor_endpoint
 from .master import Master
+from .sandbox_files import make_files_endpoints
 from .scheduler_api import make_scheduler_endpoint
-from .state_json import master_state_json, version_json
+from .master_ui import render_file_page, render_master_page
+from .state_json import (
+    TASK_ORDER,
+    flags_json,
+    frameworks_json,
+    master_state_json,
+    metrics_json,
+    slaves_json,
+    tasks_json,
+    version_json,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +96,63 @@ def master_app(runtime: ClusterControl, zk: str | None = None) -> FastAPI:
         app.add_route(path, state, methods=["GET"])
     app.add_route("/health", health, methods=["GET"])
     app.add_route("/master/health", health, methods=["GET"])
+
+    def master_json(render: Callable[[Master], Any]) -> Callable[[Request], Any]:
+        async def endpoint(request: Request) -> Response:
+            master = runtime.master
+            if master is None:
+                return PlainTextResponse("Master is not running", status_code=503)
+            return JSONResponse(render(master))
+
+        return endpoint
+
+    app.add_route("/master/frameworks", master_json(frameworks_json), methods=["GET"])
+    app.add_route("/master/slaves", master_json(lambda m: {"slaves": slaves_json(m), "recovered_slaves": []}),
+                  methods=["GET"])
+    app.add_route("/metrics/snapshot", master_json(metrics_json), methods=["GET"])
+    for path in ("/flags", "/master/flags"):
+        app.add_route(path, master_json(lambda m: {"flags": flags_json(m, zk)}), methods=["GET"])
+
+    async def tasks(request: Request) -> Response:
+        master = runtime.master
+        if master is None:
+            return PlainTextResponse("Master is not running", status_code=503)
+        q = request.query_params
+        try:
+            limit, offset = int(q.get("limit", "100")), int(q.get("offset", "0"))
+        except ValueError:
+            return PlainTextResponse("Failed to parse 'limit' or 'offset': not a number", status_code=400)
+        order = q.get("order", "des")
+        if limit < 0 or offset < 0 or order not in TASK_ORDER:
+            return PlainTextResponse("Expecting non-negative 'limit' and 'offset' and 'order' asc or des",
+                                     status_code=400)
+        return JSONResponse(tasks_json(master, limit=limit, offset=offset, order=order,
+                                       framework_id=q.get("framework_id"), task_id=q.get("task_id")))
+
+    async def redirect(request: Request) -> Response:
+        # Mesos answers 307 with a scheme-relative Location naming the leading master (always
+        # this one here: the stand-in has a single master).
+        master = runtime.master
+        if master is None:
+            return PlainTextResponse("No leader elected", status_code=503)
+        info = master.master_info()
+        return Response(status_code=307, headers={"Location": f"//{info['hostname']}:{info['port']}"})
+
+    async def ui(request: Request) -> Response:
+        master = runtime.master
+        if master is None:
+            return PlainTextResponse("Master is not running", status_code=503)
+        return HTMLResponse(render_master_page(master, runtime.agents))
+
+    async def ui_file(request: Request) -> Response:
+        status, body = render_file_page(runtime.agents, request.query_params.get("agent", ""),
+                                        request.query_params.get("path"))
+        return HTMLResponse(body, status_code=status)
+
+    app.add_route("/master/tasks", tasks, methods=["GET"])
+    app.add_route("/master/redirect", redirect, methods=["GET"])
+    app.add_route("/", ui, methods=["GET"])
+    app.add_route("/ui/sandbox", ui_file, methods=["GET"])
 
     # ---- /local/*: control endpoints of this stand-in (not part of the Mesos API) ----------------
     async def cluster_info(request: Request) -> Response:
@@ -143,6 +215,8 @@ def agent_app(agent: Agent) -> FastAPI:
         app.add_route(path, state, methods=["GET"])
     app.add_route("/health", health, methods=["GET"])
     app.add_route("/version", version, methods=["GET"])
+    for path, endpoint in make_files_endpoints(agent.sandbox_root).items():
+        app.add_route(path, endpoint, methods=["GET"])
     return app
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import httpx
+
 from .conftest import RecordingScheduler, executor_task, res
 
 
@@ -55,7 +57,10 @@ def test_suppress_stops_offers_and_revive_restarts_them(cluster, make_driver):
     before = sched.count("offer")
     time.sleep(1.5)
     assert sched.count("offer") == before
-    assert cluster.state()["frameworks"][0]["suppressed"] is True
+    fw = cluster.state()["frameworks"][0]
+    assert fw["active"] is True and "suppressed" not in fw  # Mesos: a suppressing framework stays active
+    metrics = httpx.get(cluster.master_url + "/metrics/snapshot", timeout=5).json()
+    assert metrics[f"master/frameworks/{fw['name']}/{fw['id']}/roles/{fw['role']}/suppressed"] == 1.0
     mark = sched.mark()
     driver.reviveOffers()
     sched.wait_for(lambda n, p: n == "offer", timeout=5, after=mark)

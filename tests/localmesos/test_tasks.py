@@ -7,6 +7,8 @@ import os
 import time
 from pathlib import Path
 
+import httpx
+
 from pymesos import decode_data, encode_data
 
 from .conftest import RecordingScheduler, command_task, executor_task, scalar
@@ -131,8 +133,11 @@ def test_cuda_visible_devices_from_gpu_indices(cluster, make_driver, ids):
     # one GPU per agent: the two tasks land on different agents, each sees its agent's GPU 0
     assert {r[1] for r in reports.values()} == {"0"}
     assert len({r[0] for r in reports.values()}) == 2
-    free = {s["id"]: s["free_gpu_indices"] for s in cluster.state()["slaves"]}
+    # GPU indices are the agent's business (its /state), not the master's
+    free = {aid: httpx.get(f"http://{e}/state", timeout=5).json()["free_gpus"]
+            for aid, e in cluster.agents.items()}
     assert all(v == [] for v in free.values())
+    assert all("free_gpu_indices" not in s for s in cluster.state()["slaves"])
 
 
 def test_executor_shutdown_on_teardown_kills_process_group(cluster, make_driver, ids):
