@@ -54,6 +54,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="dl2-mesos", prog_name="dl2", message="%(prog)s %(version)s")
 @click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
 def main(verbose: int) -> None:
     """dl2: an elastic deep-learning scheduler for Apache Mesos with a learned policy."""

@@ -70,3 +70,45 @@ def test_executor_module_runs_from_any_directory(tmp_path):
         cwd=tmp_path, capture_output=True, text=True, check=True,
     )
     assert out.stdout.strip().endswith("executor/__init__.py")
+
+
+def test_dl2_version_prints_the_package_version():
+    from importlib.metadata import version
+
+    out = subprocess.run([sys.executable, "-m", "dl2_mesos.cli", "--version"], cwd=ROOT, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == f"dl2 {version('dl2-mesos')}"
+
+
+def test_executor_help_needs_no_mesos_agent(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "dl2_mesos.executor", "--help"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "MESOS_AGENT_ENDPOINT" in out.stdout
+    # started by hand, without a Mesos agent: a clear error instead of a KeyError traceback
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("MESOS_")}
+    out = subprocess.run([sys.executable, "-m", "dl2_mesos.executor"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "MESOS_AGENT_ENDPOINT is not set" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_wheel_ships_the_package_and_nothing_else(tmp_path):
+    """Build the wheel (as scripts/wheelhouse.sh does, without isolation) and look inside."""
+    import zipfile
+
+    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path), str(ROOT)],
+                   check=True, capture_output=True, text=True, timeout=300)
+    (wheel,) = tmp_path.glob("dl2_mesos-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names}
+    assert all(t == "dl2_mesos" or t.startswith("dl2_mesos-") for t in tops), tops
+    for shipped in ("dl2_mesos/policy/models/dl2.pt", "dl2_mesos/framework/api.py", "dl2_mesos/executor/__main__.py",
+                    "dl2_mesos/localmesos/master.py", "dl2_mesos/programs/mxnet_mlp.py"):
+        assert shipped in names, shipped
+    assert not [n for n in names if n.startswith(("tests/", "bench/", "deploy/"))]
+    meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
+    metadata = zipfile.ZipFile(wheel).read(meta).decode()
+    assert "License-Expression: Apache-2.0" in metadata
+    assert "Classifier: License ::" not in metadata  # PEP 639: the expression only
+    assert "Requires-Dist: torch==" not in metadata  # a range, so a site can bring its own build
