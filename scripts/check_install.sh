@@ -47,5 +47,11 @@ mkdir -p "$CHECK/run" && cd "$CHECK/run"
 run "$CHECK/venv/bin/dl2" --version
 run "$CHECK/venv/bin/dl2" simulate --preset tiny
 run "$VPY" -m dl2_mesos.executor --help
+# plotting is the `plot` extra, not installed here: refused up front, saying what to install
+if out="$("$CHECK/venv/bin/dl2" simulate --preset tiny --plot plot.png 2>&1)"; then
+  echo "[check_install] --plot without matplotlib did not fail" >&2; exit 1
+fi
+grep -q "dl2-mesos\[plot\]" <<<"$out" || { echo "$out" >&2; exit 1; }
+say "without the plot extra, --plot says: $(grep -o "needs matplotlib.*" <<<"$out")"
 "$VPY" -c "import dl2_mesos, http_parser.http as h; print('[check_install] imported from', dl2_mesos.__file__, '; HTTP parser:', h.HttpParser.__module__)"
 say "ok in ${SECONDS}s"
