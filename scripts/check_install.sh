@@ -30,7 +30,9 @@ names = zipfile.ZipFile(sys.argv[1]).namelist()
 tops = sorted({n.split("/")[0] for n in names})
 assert all(t == "dl2_mesos" or t.startswith("dl2_mesos-") for t in tops), f"top-level entries: {tops}"
 assert "dl2_mesos/policy/models/dl2.pt" in names, "the shipped model is missing"
-print(f"[check_install] wheel: {len(names)} files, top level {tops}, model included")
+rigs = [n for n in names if "/testing/" in n or "dl2_rigs" in n]
+assert not rigs, f"test rigs in the wheel: {rigs}"
+print(f"[check_install] wheel: {len(names)} files, top level {tops}, model included, no test rigs")
 EOF
 
 rm -rf "$CHECK"
@@ -54,4 +56,11 @@ fi
 grep -q "dl2-mesos\[plot\]" <<<"$out" || { echo "$out" >&2; exit 1; }
 say "without the plot extra, --plot says: $(grep -o "needs matplotlib.*" <<<"$out")"
 "$VPY" -c "import dl2_mesos, http_parser.http as h; print('[check_install] imported from', dl2_mesos.__file__, '; HTTP parser:', h.HttpParser.__module__)"
+# the benchmarks and their rigs are a checkout's, not the wheel's: `dl2 bench` says so
+if out="$("$CHECK/venv/bin/dl2" bench faults 2>&1)"; then echo "[check_install] dl2 bench ran from a wheel" >&2; exit 1; fi
+grep -q "source checkout" <<<"$out" || { echo "$out" >&2; exit 1; }
+say "dl2 bench from the wheel: $(grep -o "Error: .*" <<<"$out" | cut -c1-60)..."
+if "$VPY" -c "import dl2_rigs" 2>/dev/null || "$VPY" -c "import dl2_mesos.testing" 2>/dev/null; then
+  echo "[check_install] test rigs are importable from the installed wheel" >&2; exit 1
+fi
 say "ok in ${SECONDS}s"
