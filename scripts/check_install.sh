@@ -59,7 +59,7 @@ say "without the plot extra, --plot says: $(grep -o "needs matplotlib.*" <<<"$ou
 # the benchmarks and their rigs are a checkout's, not the wheel's: `dl2 bench` says so
 if out="$("$CHECK/venv/bin/dl2" bench faults 2>&1)"; then echo "[check_install] dl2 bench ran from a wheel" >&2; exit 1; fi
 grep -q "source checkout" <<<"$out" || { echo "$out" >&2; exit 1; }
-say "dl2 bench from the wheel: $(grep -o "Error: .*" <<<"$out" | cut -c1-60)..."
+say "dl2 bench from the wheel: $(grep -o "Error: .*" <<<"$out")"
 if "$VPY" -c "import dl2_rigs" 2>/dev/null || "$VPY" -c "import dl2_mesos.testing" 2>/dev/null; then
   echo "[check_install] test rigs are importable from the installed wheel" >&2; exit 1
 fi
