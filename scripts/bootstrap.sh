@@ -39,6 +39,7 @@ log "installing dl2-mesos$EXTRAS (editable; versions from constraints.txt)"
 "$VPY" -m pip install -q -c constraints.txt --find-links dist --only-binary http-parser -e ".$EXTRAS"
 
 bash "$ROOT/scripts/install_job_env.sh"
+bash "$ROOT/scripts/install_pollux_env.sh"
 if [ "$WITH_TEST" = 1 ]; then
   bash "$ROOT/scripts/install_services.sh"
 fi
