@@ -24,8 +24,8 @@ from dl2_mesos.executor.job_runner import JobRunner, RunnerConfig
 from dl2_mesos.executor.launch_env import job_python
 from dl2_mesos.messages import ClusterSpec, Endpoint, LaunchSpec, ProgressReport, RescaleReport, RescaleRequest
 from dl2_mesos.storage import CheckpointStore
-from dl2_mesos.testing.hdfs import HdfsCluster
-from dl2_mesos.testing.zookeeper import free_port
+from dl2_mesos.services.hdfs import HdfsCluster
+from dl2_mesos.services.zookeeper import free_port
 
 ARGS = ("--batches-per-epoch", "20", "--batch-sleep", "0.01")
 

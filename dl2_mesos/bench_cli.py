@@ -1,54 +1,49 @@
-"""``dl2 bench``: benchmarks that print their figures."""
+"""``dl2 bench NAME [ARGS...]``: run one of the benchmark scripts of a source checkout.
+
+The benchmarks (``bench/*.py``) and the test rigs some of them use (``tests/support/dl2_rigs``)
+are not part of the installed package; this command runs ``bench/NAME.py`` of the checkout the
+package is installed from (``pip install -e .``, as ``scripts/bootstrap.sh`` does) with the
+current interpreter, passing ``ARGS`` on (``dl2 bench faults --help``).
+"""
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 
 import click
 
-
-@click.group("bench")
-def bench() -> None:
-    """Run a benchmark and print its figures."""
+import dl2_mesos
 
 
-@bench.command("faults")
-@click.option("--scenarios", default="all", show_default=True,
-              help="Comma-separated fault scenarios (leader-kill, zk-outage, agent-removed, process-kills, "
-                   "namenode-outage, mesos), 'all' or 'none'.")
-@click.option("--fuzz-cases", default=1000, show_default=True, type=click.IntRange(min=0),
-              help="schemathesis cases against the API (0: skip).")
-@click.option("--burst", default=1000, show_default=True, type=click.IntRange(min=0),
-              help="Concurrent job submissions to a live framework (0: skip).")
-@click.option("--agents", default=500, show_default=True, type=click.IntRange(min=0),
-              help="Local agents for the load run (0: skip).")
-@click.option("--load-jobs", default=1000, show_default=True, type=click.IntRange(min=0),
-              help="Jobs for the load run (light executors, no training).")
-@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the figures here.")
-@click.option("--workdir", default=None, type=click.Path(file_okay=False), help="Logs and sandboxes (default: temp).")
-def faults(scenarios: str, fuzz_cases: int, burst: int, agents: int, load_jobs: int, json_path: str | None,
-           workdir: str | None) -> None:
-    """Inject faults into a real local deployment and print recovery, job and checkpoint figures.
+def bench_dir() -> Path | None:
+    """``bench/`` of the source checkout this package runs from, or None for an installed wheel."""
+    folder = Path(dl2_mesos.__file__).resolve().parents[1] / "bench"
+    return folder if folder.is_dir() else None
 
-    Needs ZooKeeper, the HDFS jars and the MXNet job environment (scripts/install_services.sh).
-    Exits 1 when a job was lost, a checkpoint failed verification or the API answered 5xx.
+
+def _scripts(folder: Path) -> list[str]:
+    return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_"))
+
+
+@click.command("bench", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("name")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def bench(name: str, args: tuple[str, ...]) -> None:
+    """Run the benchmark bench/NAME.py of the source checkout and print its figures.
+
+    For example `dl2 bench faults --scenarios mesos` (fault injection), `dl2 bench simulator`,
+    `dl2 bench policy`, `dl2 bench framework`, `dl2 bench rescale`; `dl2 bench NAME --help`
+    shows the script's own options.
     """
-    from dl2_mesos.testing.fault_scenarios import SCENARIOS
-    from dl2_mesos.testing.faultbench import format_report, run_fault_bench, write_json
-
-    if scenarios == "all":
-        names = None
-    elif scenarios == "none":
-        names = []
-    else:
-        names = [s.strip() for s in scenarios.split(",") if s.strip()]
-        unknown = [n for n in names if n not in SCENARIOS]
-        if unknown:
-            raise click.BadParameter(f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(SCENARIOS)}",
-                                     param_hint="--scenarios")
-    report = run_fault_bench(names, fuzz_cases=fuzz_cases, burst=burst, agents=agents, load_jobs=load_jobs,
-                             workdir=workdir)
-    click.echo(format_report(report))
-    if json_path:
-        write_json(report, json_path)
-    sys.exit(0 if report.ok else 1)
+    folder = bench_dir()
+    if folder is None:
+        raise click.ClickException("the benchmarks are scripts in bench/ of a source checkout, which this "
+                                   "installation does not have: run them from a checkout installed with "
+                                   "`pip install -e .` (scripts/bootstrap.sh)")
+    if name not in _scripts(folder):
+        raise click.BadParameter(f"no benchmark {name!r}; known: {', '.join(_scripts(folder))}", param_hint="NAME")
+    script = folder / f"{name}.py"
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable, str(script), *args])

@@ -18,7 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("dl2_mesos.policy.train_cli:train", "Train the DL2 policy (supervised warm-up, then RL)."),
     "evaluate": ("dl2_mesos.policy.train_cli:evaluate", "Evaluate DL2 and baselines on held-out seeds."),
     "matrix": ("dl2_mesos.policy.cli:matrix", "Evaluate policies on the load sweep and contended presets."),
-    "bench": ("dl2_mesos.bench_cli:bench", "Run a benchmark and print its figures."),
+    "bench": ("dl2_mesos.bench_cli:bench", "Run a benchmark script of the source checkout (bench/NAME.py)."),
     "local-cluster": ("dl2_mesos.localmesos.local_cluster_cli:local_cluster", "Run the Mesos-compatible local master and agents."),
     "framework": ("dl2_mesos.framework.scheduler_cli:framework", "Run the DL2 Mesos framework (scheduler)."),
     "submit": ("dl2_mesos.framework.client_cli:submit", "Submit a training job to the framework."),
@@ -56,6 +56,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="dl2-mesos", prog_name="dl2", message="%(prog)s %(version)s")
 @click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
 def main(verbose: int) -> None:
     """dl2: an elastic deep-learning scheduler for Apache Mesos with a learned policy."""

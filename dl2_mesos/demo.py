@@ -28,7 +28,7 @@ from typing import Any
 import click
 import requests
 
-from dl2_mesos.testing.zookeeper import ZooKeeperServer, free_port, zookeeper_available
+from dl2_mesos.services.zookeeper import ZooKeeperServer, free_port, zookeeper_available
 
 logger = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ def run_demo(*, policy: str = "dl2", agents: int = 3, cpus: float = 8, gpus: int
         Stopped: on Ctrl-C / SIGTERM (everything started has been stopped by then).
         click.ClickException: when a part fails to start or the jobs do not finish in ``timeout``.
     """
-    from dl2_mesos.testing.localcluster import LocalCluster
+    from dl2_mesos.services.localcluster import LocalCluster
 
     own_dir = workdir is None
     root = Path(workdir or tempfile.mkdtemp(prefix="dl2-demo-"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import math
@@ -371,6 +372,8 @@ def simulate(
         )
     if trace_file and generate:
         raise click.UsageError("give --trace or --generate, not both")
+    if plot_out and importlib.util.find_spec("matplotlib") is None:
+        raise click.BadParameter("needs matplotlib: pip install 'dl2-mesos[plot]'", param_hint="--plot")
     seed_list = parse_seeds(seeds)
     try:
         sim_cfg, trace_cfg = get_preset(preset)

@@ -26,25 +26,17 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 VPY="$ROOT/.venv/bin/python"
-"$VPY" -m pip install -q --upgrade pip "setuptools>=64" wheel
+"$VPY" -m pip install -q --upgrade pip
+"$VPY" -m pip install -q -c constraints.txt "setuptools>=77" wheel build
 
-# pymesos 0.3.15 depends on http-parser 0.9.0, whose shipped C does not compile on Python >= 3.11.
-# Regenerate the C with Cython < 3 and build it without isolation (see README "pymesos").
-if ! "$VPY" -c "import http_parser" 2>/dev/null; then
-  log "building http-parser 0.9.0 with regenerated C"
-  "$VPY" -m pip install -q "cython<3"
-  TMP="$(mktemp -d)"
-  "$VPY" -m pip download -q --no-deps --no-binary :all: -d "$TMP" http-parser==0.9.0
-  tar -xzf "$TMP"/http-parser-0.9.0.tar.gz -C "$TMP"
-  (cd "$TMP/http-parser-0.9.0" && "$ROOT/.venv/bin/cython" -X language_level=2 http_parser/parser.pyx \
-     && "$VPY" -m pip install -q --no-build-isolation .)
-  rm -rf "$TMP"
-fi
+# pymesos needs http-parser, whose only release does not build on Python >= 3.11: use its
+# pure-Python build from the wheelhouse (see scripts/wheelhouse.sh, README "Installing").
+bash "$ROOT/scripts/wheelhouse.sh" --http-parser-only dist
 
 EXTRAS=""
-[ "$WITH_TEST" = 1 ] && EXTRAS="[test]"
-log "installing dl2-mesos$EXTRAS (editable)"
-"$VPY" -m pip install -q -e ".$EXTRAS"
+[ "$WITH_TEST" = 1 ] && EXTRAS="[test,browser,plot]"
+log "installing dl2-mesos$EXTRAS (editable; versions from constraints.txt)"
+"$VPY" -m pip install -q -c constraints.txt --find-links dist --only-binary http-parser -e ".$EXTRAS"
 
 bash "$ROOT/scripts/install_job_env.sh"
 bash "$ROOT/scripts/install_pollux_env.sh"

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from dl2_mesos.testing.hdfs import HdfsCluster, hdfs_available
-from dl2_mesos.testing.zookeeper import ZooKeeperServer, zookeeper_available
+from dl2_mesos.services.hdfs import HdfsCluster, hdfs_available
+from dl2_mesos.services.zookeeper import ZooKeeperServer, zookeeper_available
 
 
 @pytest.fixture(scope="session")
@@ -37,7 +37,7 @@ def hdfs():
 @pytest.fixture
 def local_cluster():
     """A Mesos-compatible local master with 2 agents (4 CPUs, 4 GiB each) and quick Mesos timings."""
-    from dl2_mesos.testing.localcluster import LocalCluster
+    from dl2_mesos.services.localcluster import LocalCluster
 
     with LocalCluster(agents=2, cpus=4, mem="4GiB", allocation_interval=0.2, heartbeat_interval=2.0,
                       executor_shutdown_grace_period=2.0, status_update_retry_interval=1.0) as cluster:

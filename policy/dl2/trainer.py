@@ -382,8 +382,14 @@ def plot_wall_curve(val_csv: str | Path, refs_json: str | Path, png: str | Path)
 
 
 def plot_curve(log_csv: str | Path, png: str | Path) -> None:
-    """Learning curve (train and validation average JCT against iteration) as a PNG."""
-    import matplotlib
+    """Learning curve (train and validation average JCT against iteration) as a PNG.
+
+    Skipped, with a warning, when matplotlib (the ``plot`` extra) is not installed."""
+    try:
+        import matplotlib
+    except ModuleNotFoundError:
+        logger.warning("no learning-curve plot %s: matplotlib is not installed (pip install 'dl2-mesos[plot]')", png)
+        return
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -14,7 +14,7 @@ from dl2_mesos.executor.job_runner import JobRunner, RunnerConfig
 from dl2_mesos.job_runtime import read_events
 from dl2_mesos.messages import ClusterSpec, Endpoint, LaunchSpec, RescaleRequest
 from dl2_mesos.storage import RetryPolicy
-from dl2_mesos.testing.zookeeper import free_port
+from dl2_mesos.services.zookeeper import free_port
 
 PY_ARGS = ("--batch-sleep", "0.02", "--batches-per-epoch", "20")
 

@@ -25,7 +25,7 @@ from dl2_mesos.messages import (
     decode_b64,
     encode_b64,
 )
-from dl2_mesos.testing.localcluster import LocalCluster
+from dl2_mesos.services.localcluster import LocalCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

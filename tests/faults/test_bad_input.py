@@ -24,8 +24,8 @@ from dl2_mesos.jobs import JobSpec
 from dl2_mesos.messages import MessageSchemaError, ProgressReport, decode_b64, encode_b64
 from dl2_mesos.policy.registry import make_policy
 from dl2_mesos.storage import CheckpointStore
-from dl2_mesos.testing.faultload import fuzz_api
-from dl2_mesos.testing.faults import verify_job_checkpoints
+from dl2_rigs.faultload import fuzz_api
+from dl2_rigs.faults import verify_job_checkpoints
 
 DL2 = str(Path(sys.executable).with_name("dl2"))
 GARBAGE = ["", "not base64!!", base64.b64encode(b"\xff\xfe").decode(), base64.b64encode(b"[1, 2]").decode(),

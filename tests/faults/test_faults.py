@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from dl2_mesos.testing import fault_scenarios as sc
+from dl2_rigs import fault_scenarios as sc
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 

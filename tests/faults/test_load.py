@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from dl2_mesos.testing.faultload import agents_load, api_burst
-from dl2_mesos.testing.faults import TOKEN, FaultRig, RigOptions
+from dl2_rigs.faultload import agents_load, api_burst
+from dl2_rigs.faults import TOKEN, FaultRig, RigOptions
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 

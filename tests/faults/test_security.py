@@ -18,8 +18,8 @@ from kazoo.exceptions import NoAuthError
 
 from dl2_mesos.framework.api import create_app
 from dl2_mesos.storage import CheckpointStore, InvalidCheckpointName
-from dl2_mesos.testing.faultload import CoreBackend
-from dl2_mesos.testing.faults import TERMINAL, FaultRig, RigOptions, wait_for
+from dl2_rigs.faultload import CoreBackend
+from dl2_rigs.faults import TERMINAL, FaultRig, RigOptions, wait_for
 
 SPEC = {"job_type": "resnet-50", "epochs": 1}
 

@@ -13,8 +13,8 @@ import requests
 
 from dl2_mesos.allocation import Allocation
 from dl2_mesos.config import load_config
-from dl2_mesos.testing.localcluster import LocalCluster
-from dl2_mesos.testing.zookeeper import free_port
+from dl2_mesos.services.localcluster import LocalCluster
+from dl2_mesos.services.zookeeper import free_port
 from dl2_mesos.framework.runner import Replica
 
 from .conftest import random_port_base, reap_under

@@ -17,8 +17,8 @@ import pytest
 import requests
 
 from dl2_mesos.framework.client_cli import _call
-from dl2_mesos.testing.localcluster import LocalCluster
-from dl2_mesos.testing.zookeeper import free_port
+from dl2_mesos.services.localcluster import LocalCluster
+from dl2_mesos.services.zookeeper import free_port
 
 from .conftest import random_port_base, reap_under
 

@@ -191,7 +191,7 @@ class _Contender:
 def test_no_two_leaders_across_a_zookeeper_outage_longer_than_the_session(tmp_path):
     """ZooKeeper down 3x the session timeout: the leader fences itself before anyone else can
     be elected; afterwards exactly one contender leads."""
-    from dl2_mesos.testing.zookeeper import ZooKeeperServer
+    from dl2_mesos.services.zookeeper import ZooKeeperServer
 
     zk = ZooKeeperServer(workdir=str(tmp_path / "zk")).start()
     acting: set[str] = set()

@@ -19,7 +19,7 @@ import psutil
 import pytest
 from pymesos import MesosSchedulerDriver, Scheduler, encode_data
 
-from dl2_mesos.testing.localcluster import LocalCluster
+from dl2_mesos.services.localcluster import LocalCluster
 
 TINY_EXECUTOR = Path(__file__).parent / "helpers" / "tiny_executor.py"
 

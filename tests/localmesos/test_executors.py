@@ -7,7 +7,7 @@ import json
 
 from pymesos import MesosSchedulerDriver, decode_data
 
-from dl2_mesos.testing.localcluster import LocalCluster
+from dl2_mesos.services.localcluster import LocalCluster
 
 from .conftest import FAST, RecordingScheduler, executor_task
 

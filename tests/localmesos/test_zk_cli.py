@@ -11,7 +11,7 @@ import pytest
 from kazoo.client import KazooClient
 from pymesos import MesosSchedulerDriver
 
-from dl2_mesos.testing.localcluster import LocalCluster
+from dl2_mesos.services.localcluster import LocalCluster
 
 from .conftest import FAST, RecordingScheduler, executor_task, leftover_executors, wait_all_acknowledged
 

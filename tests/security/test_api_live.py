@@ -15,7 +15,7 @@ import requests
 
 from dl2_mesos.config import load_config
 from dl2_mesos.framework.runner import Replica
-from dl2_mesos.testing.zookeeper import free_port
+from dl2_mesos.services.zookeeper import free_port
 
 from ..framework.test_e2e_local import _wait, cluster  # noqa: F401 - the local cluster fixture
 

@@ -12,8 +12,8 @@ import requests
 
 from dl2_mesos.config import load_config
 from dl2_mesos.framework.runner import EXIT_LEADERSHIP_LOST, Replica
-from dl2_mesos.testing.localcluster import LocalCluster
-from dl2_mesos.testing.zookeeper import free_port
+from dl2_mesos.services.localcluster import LocalCluster
+from dl2_mesos.services.zookeeper import free_port
 
 
 def _replica(master: str, state: str) -> tuple[Replica, threading.Thread, str, dict]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from dl2_mesos.config import ConfigError, check_exposure, load_config
-from dl2_mesos.testing.zookeeper import free_port
+from dl2_mesos.services.zookeeper import free_port
 
 DL2 = str(Path(sys.executable).with_name("dl2"))
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from dl2_mesos.testing.localcluster import LocalCluster
-from dl2_mesos.testing.zookeeper import free_port
+from dl2_mesos.services.localcluster import LocalCluster
+from dl2_mesos.services.zookeeper import free_port
 
 DL2 = str(Path(sys.executable).with_name("dl2"))
 PARTIAL_HEAD = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: "

@@ -17,7 +17,7 @@ from pymesos import MesosSchedulerDriver, Scheduler
 from dl2_mesos.config import load_config
 from dl2_mesos.framework.task_info import executor_info, framework_info
 from dl2_mesos.localmesos import executor_process as launcher
-from dl2_mesos.testing.localcluster import LocalCluster
+from dl2_mesos.services.localcluster import LocalCluster
 
 
 def test_ops_framework_names_an_unprivileged_task_user(monkeypatch):

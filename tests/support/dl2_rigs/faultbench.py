@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dl2_mesos.testing.faultload import AgentsLoadResult, BurstResult, FuzzResult
+from dl2_rigs.faultload import AgentsLoadResult, BurstResult, FuzzResult
 
 logger = logging.getLogger(__name__)
 
@@ -42,10 +42,10 @@ class FaultBenchReport:
 def run_fault_bench(scenarios: list[str] | None = None, fuzz_cases: int = 1000, burst: int = 1000,
                     agents: int = 500, load_jobs: int = 1000, workdir: str | None = None) -> FaultBenchReport:
     """Start ZooKeeper and HDFS, run the scenarios, then fuzzing, the burst and the load."""
-    from dl2_mesos.testing.fault_scenarios import run_scenarios
-    from dl2_mesos.testing.faultload import agents_load, fuzz_api
-    from dl2_mesos.testing.hdfs import HdfsCluster
-    from dl2_mesos.testing.zookeeper import ZooKeeperServer
+    from dl2_rigs.fault_scenarios import run_scenarios
+    from dl2_rigs.faultload import agents_load, fuzz_api
+    from dl2_mesos.services.hdfs import HdfsCluster
+    from dl2_mesos.services.zookeeper import ZooKeeperServer
 
     report = FaultBenchReport()
     work = Path(workdir or tempfile.mkdtemp(prefix="dl2-bench-faults-"))
@@ -67,9 +67,9 @@ def run_fault_bench(scenarios: list[str] | None = None, fuzz_cases: int = 1000, 
 def burst_on_live_framework(count: int, workdir: Path) -> BurstResult:
     """``count`` submissions to a real ``dl2 framework`` (ZooKeeper state store) on a local cluster
     without agents, so jobs stay pending and only the API + store are measured."""
-    from dl2_mesos.testing.faultload import api_burst
-    from dl2_mesos.testing.faults import TOKEN, FaultRig, RigOptions
-    from dl2_mesos.testing.zookeeper import ZooKeeperServer
+    from dl2_rigs.faultload import api_burst
+    from dl2_rigs.faults import TOKEN, FaultRig, RigOptions
+    from dl2_mesos.services.zookeeper import ZooKeeperServer
 
     with ZooKeeperServer() as zk, FaultRig("burst", _NoHdfs(), zk, workdir,  # type: ignore[arg-type]
                                            RigOptions(agents=0)) as rig:

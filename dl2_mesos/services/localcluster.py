@@ -6,7 +6,7 @@ event loop in a background thread, or as a ``dl2 local-cluster`` subprocess, and
 fault injections tests need. Real pymesos drivers connect to it unchanged::
 
     from pymesos import MesosSchedulerDriver
-    from dl2_mesos.testing.localcluster import LocalCluster
+    from dl2_mesos.services.localcluster import LocalCluster
 
     with LocalCluster(agents=2, cpus=4, gpus=1, mem="8GiB") as cluster:
         driver = MesosSchedulerDriver(my_scheduler, {"user": "", "name": "demo"}, cluster.mesos_master)

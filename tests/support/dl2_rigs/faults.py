@@ -37,10 +37,10 @@ from typing import Any
 import requests
 
 from dl2_mesos.storage import MANIFEST, CheckpointError, CheckpointStore
-from dl2_mesos.testing.hdfs import HdfsCluster
-from dl2_mesos.testing.localcluster import LocalCluster
-from dl2_mesos.testing.recording_proxy import RecordingProxy
-from dl2_mesos.testing.zookeeper import ZooKeeperServer, free_port
+from dl2_mesos.services.hdfs import HdfsCluster
+from dl2_mesos.services.localcluster import LocalCluster
+from dl2_rigs.recording_proxy import RecordingProxy
+from dl2_mesos.services.zookeeper import ZooKeeperServer, free_port
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from dl2_mesos.testing.zookeeper import free_port
+from dl2_mesos.services.zookeeper import free_port
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
-"""The fault scenarios: each starts a :class:`~dl2_mesos.testing.faults.FaultRig`, runs small real
-MXNet jobs, injects one fault mid-run and returns :class:`~dl2_mesos.testing.faults.FaultResult`s.
+"""The fault scenarios: each starts a :class:`~dl2_rigs.faults.FaultRig`, runs small real
+MXNet jobs, injects one fault mid-run and returns :class:`~dl2_rigs.faults.FaultResult`s.
 
 Scenarios that need ZooKeeper take the shared server, except the ZooKeeper outage, which stops
 its own (other users of a shared server would be disturbed). The HDFS outage stops and restarts
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import requests
 
-from dl2_mesos.testing.faults import AUTH, FaultResult, FaultRig, RigOptions, TERMINAL, get_json, wait_for
-from dl2_mesos.testing.hdfs import HdfsCluster
-from dl2_mesos.testing.zookeeper import ZooKeeperServer
+from dl2_rigs.faults import AUTH, FaultResult, FaultRig, RigOptions, TERMINAL, get_json, wait_for
+from dl2_mesos.services.hdfs import HdfsCluster
+from dl2_mesos.services.zookeeper import ZooKeeperServer
 
 logger = logging.getLogger(__name__)
 

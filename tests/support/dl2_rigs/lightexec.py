@@ -8,7 +8,8 @@ a ``RescaleRequest`` is answered with a ``RescaleReport``, KILL gives TASK_KILLE
 job's epochs are reached its tasks end TASK_FINISHED. When an executor has no task left the hub
 closes its socket and the bash process exits, as an executor would.
 
-Run the hub as ``python -m dl2_mesos.testing.lightexec --port P [--eps 0.05]``.
+Run the hub as ``python -m dl2_rigs.lightexec --port P [--eps 0.05]`` (with ``tests/support`` on
+``PYTHONPATH``; :func:`dl2_rigs.faultload.agents_load` does that).
 
 The hub talks HTTP/1.1 to the agents with a few lines of asyncio streams (:class:`_AgentHttp`)
 rather than httpx: with 1000 executor streams in one httpx client, its connection pool scanned
