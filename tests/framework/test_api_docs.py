@@ -13,7 +13,7 @@ import uvicorn
 
 from dl2_mesos.framework.api import create_app
 from dl2_mesos.framework.api_docs import SCHEMAS
-from dl2_mesos.testing.zookeeper import free_port
+from dl2_mesos.services.zookeeper import free_port
 
 from .test_api import AUTH, CoreBackend, client  # noqa: F401 (the API-on-a-real-core fixture)
 from .conftest import Harness

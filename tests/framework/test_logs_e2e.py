@@ -16,7 +16,7 @@ from dl2_mesos.allocation import Allocation
 from dl2_mesos.config import load_config
 from dl2_mesos.framework.client_cli import logs
 from dl2_mesos.framework.runner import Replica
-from dl2_mesos.testing.zookeeper import free_port
+from dl2_mesos.services.zookeeper import free_port
 
 from .test_e2e_local import FAKE_EXECUTOR, TINY, _wait, cluster  # noqa: F401 (the local cluster fixture)
 
