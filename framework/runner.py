@@ -265,7 +265,7 @@ class Replica:
             self.loop = SchedulingLoop(core, self.events, on_fatal=lambda r: self.stop(r, EXIT_LEADERSHIP_LOST))
             self.loop.start()
             info = framework_info(self.cfg, core.framework_id, self.url + "/")
-            driver = self._driver_factory(Dl2MesosScheduler(self.events), info)
+            driver = self._driver_factory(Dl2MesosScheduler(self.events, senders=self.cfg.master_calls), info)
             driver.start()
             deadline = time.monotonic() + self.cfg.connect_timeout
             while not self._stop.wait(0.2):
