@@ -76,6 +76,10 @@ class RunnerConfig:
     keep_checkpoints: int = 3
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     base_env: dict[str, str] = field(default_factory=dict)
+    # rescale: restore from our own copy of the final checkpoint when it is the newest committed one,
+    # and start the new generation while the checkpoint is uploaded and restored (False: one step
+    # after the other, every restore downloaded; for comparison in bench/rescale.py)
+    fast_rescale: bool = True
 
 
 @dataclass
@@ -110,7 +114,7 @@ class JobRunner:
         self.workdir = config.workdir / self.job_id
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.store = CheckpointStore(first.checkpoint_uri, keep=config.keep_checkpoints, retry=config.retry)
-        self.uploader = Uploader(self.store, keep_final=True)
+        self.uploader = Uploader(self.store, keep_final=config.fast_rescale)
         self._local_final: UploadResult | None = None  # our last final checkpoint, kept to restore from
         self.tasks: dict[str, TaskState] = {}
         self.held: dict[str, TaskState] = {}  # tasks of a generation not reached yet
@@ -533,13 +537,8 @@ class JobRunner:
         restores = any(t.role == "worker" for t in self._current_tasks())
         target = self.workdir / f"restore-g{new_gen}"
         shutil.rmtree(target, ignore_errors=True)
-        t3 = time.monotonic()
-        try:
-            for tid in self._current_ids():
-                self._start_task(tid, target if restores else None, pending=True)
-        except (OSError, ValueError) as exc:
-            return self._rescale_failed(new_gen, phases, f"relaunch failed: {exc}")
-        phases.append(("relaunch", time.monotonic() - t3))
+        if self.config.fast_rescale and (failed := self._relaunch(new_gen, phases, target if restores else None)):
+            return failed
         t1 = time.monotonic()
         if had_saver_proc:
             ok = self.uploader.drain(self.config.upload_timeout_s)
@@ -561,6 +560,9 @@ class JobRunner:
         except (CheckpointError, OSError) as exc:
             return self._rescale_failed(new_gen, phases, f"restore failed: {exc}")
         phases.append(("download", time.monotonic() - t2))
+        if not self.config.fast_rescale and (failed := self._relaunch(new_gen, phases, target if restores else None,
+                                                                      pending=False)):
+            return failed
         for tid in self._current_ids():
             self.sink.status(tid, "TASK_RUNNING", f"generation {new_gen}")
         pr = _PendingReport(new_gen, phases, time.monotonic())
@@ -568,6 +570,18 @@ class JobRunner:
             self._pending_report = pr
             return None
         return self._finish_report(pr)
+
+    def _relaunch(self, gen: int, phases: list[tuple[str, float]], restore: Path | None,
+                  pending: bool = True) -> RescaleReport | None:
+        """Start this executor's tasks of the new generation; the failure report if that failed."""
+        t0 = time.monotonic()
+        try:
+            for tid in self._current_ids():
+                self._start_task(tid, restore, pending=pending)
+        except (OSError, ValueError) as exc:
+            return self._rescale_failed(gen, phases, f"relaunch failed: {exc}")
+        phases.append(("relaunch", time.monotonic() - t0))
+        return None
 
     def _finish_report(self, pr: _PendingReport) -> RescaleReport:
         self._pending_report = None

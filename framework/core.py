@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from dl2_mesos.allocation import JobAllocation
@@ -28,6 +29,7 @@ from dl2_mesos.framework.metrics import FrameworkMetrics
 from dl2_mesos.framework.offers import AgentOffers, agent_id_of, decline_filters, offer_id
 from dl2_mesos.framework.records import LOST_TASK_STATES, TERMINAL_TASK_STATES, JobRecord
 from dl2_mesos.framework.state_store import StateStore
+from dl2_mesos.restart_costs import RESTART_COSTS_FILE, RestartCostBook
 from dl2_mesos.framework.slots import SlotScheduling
 from dl2_mesos.framework.transitions import Transition
 from dl2_mesos.framework.views import build_view
@@ -95,6 +97,7 @@ class SchedulerCore(SlotScheduling):
         self._kills_sent: dict[str, float] = {}
         self._kill_scan_at = 0.0
         self.history = History()  # bounded; what the status page and /api/v1/history show
+        self.restart_costs = RestartCostBook()  # measured per type; the job views show it to the policy
 
     # -- lifecycle -------------------------------------------------------------------------
     def restore(self) -> None:
@@ -284,6 +287,7 @@ class SchedulerCore(SlotScheduling):
             if msg.generation == job.generation and e.executor_id in job.rescale_waiting:
                 del job.rescale_waiting[e.executor_id]
                 self.history.record_rescale(job.job_id, e.executor_id, msg, now)
+                self._record_restart_cost(job, msg)
                 self.dirty(job)
                 if not msg.ok:
                     self._job_task_failed(job, f"rescale to generation {msg.generation} failed: {msg.reason}")
@@ -295,6 +299,18 @@ class SchedulerCore(SlotScheduling):
         elif isinstance(msg, ResourceUsage):
             self.usage[msg.task_id] = {"cpu_percent": msg.cpu_percent, "rss_bytes": msg.rss_bytes,
                                        "gpu_util": msg.gpu_util, "at": now}
+
+    def _record_restart_cost(self, job: JobRecord, msg: RescaleReport) -> None:
+        """Feed a measured rescale into its type's restart cost and export them all to
+        ``<state_dir>/restart_costs.json`` when that folder exists (the file store's folder; with
+        ZooKeeper create it to get the export), for ``dl2 simulate --restart-costs``."""
+        self.restart_costs.record(job.spec.job_type, job.job_id, msg)
+        if not Path(self.cfg.state_dir).is_dir():
+            return
+        try:
+            self.restart_costs.export(Path(self.cfg.state_dir) / RESTART_COSTS_FILE)
+        except OSError as exc:
+            logger.warning("could not export restart costs to %s: %s", self.cfg.state_dir, exc)
 
     def _progress(self, job: JobRecord, msg: ProgressReport, now: float) -> None:
         if job.phase.terminal:

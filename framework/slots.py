@@ -69,6 +69,7 @@ class SlotScheduling:
                 num_workers=sum(t.role == "worker" for t in live), slots_run=max(0, slot - j.arrival_slot),
                 slots_since_rescale=j.slots_since_rescale, rescales=j.rescales,
                 measured_epochs_per_second=j.measured_eps,
+                measured_restart_seconds=self.restart_costs.seconds(j.spec.job_type),
             ))
             for t in live:
                 tasks.append(TaskView(t.task_id, j.job_id, t.role, t.agent_id, t.resources))
