@@ -99,7 +99,7 @@ def one_round(num_jobs: int, num_agents: int, counts: tuple[tuple[int, int], tup
                 if t.state != "TASK_RUNNING":
                     t.state = "TASK_RUNNING"
             j.rescale_waiting.clear()  # as if every executor reported its rescale
-            core._refresh_phase(j)
+            core.lifecycle.refresh_phase(j, core.clock())
     return figures
 
 

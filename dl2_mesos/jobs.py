@@ -106,6 +106,8 @@ class JobSpec:
                     raise InvalidJobSpec(n, f"must be an integer, got {v!r}")
             if lo < 0:
                 raise InvalidJobSpec(lo_name, f"must be >= 0, got {lo}")
+            if hi_name == "max_ps" and hi == 0 == lo:
+                continue  # no parameter servers: an all-reduce (PyTorch) job
             if hi < max(lo, 1) or hi > MAX_TASKS_PER_ROLE:
                 raise InvalidJobSpec(hi_name, f"must be between max({lo_name}, 1) and {MAX_TASKS_PER_ROLE}, got {hi}")
         if self.min_workers < 1:

@@ -244,9 +244,9 @@ def place(target: Allocation, state: ClusterState) -> PlacementPlan:
             for t in ordered[:n_stop]:
                 stop.append(t)
                 board.release(t.agent_id, t.resources)
-            kept = ordered[n_stop:]
-            kept_by_job[job_id][role] = kept
-            keep.extend(kept)
+            kept_tasks = ordered[n_stop:]
+            kept_by_job[job_id][role] = kept_tasks
+            keep.extend(kept_tasks)
 
     # Pass 2: grow jobs in arrival order.
     start: list[PlannedTask] = []

@@ -1,4 +1,5 @@
-"""The one Policy interface, used by the simulator, the framework and every baseline."""
+"""The one Policy interface, used by the simulator, the framework and every baseline, and the
+interface of a policy's learnable model for online learning on the cluster."""
 
 from __future__ import annotations
 
@@ -25,4 +26,38 @@ class Policy(Protocol):
 
     def decide(self, state: ClusterState) -> Allocation:
         """Return the PS/worker counts of every job for the slot ``state`` starts."""
+        ...
+
+
+@runtime_checkable
+class OnlineModel(Protocol):
+    """The learnable model behind a policy, as the framework's online learning drives it.
+
+    The registry (:func:`dl2_mesos.policy.registry.make_online_model`) builds one for a policy
+    that can learn (DL2, §4.3: one update at the end of each time slot); baselines have none.
+    The policy records its decisions itself; the framework only supplies each slot's reward.
+    """
+
+    def complete_slot(self, reward: float) -> bool:
+        """Attach ``reward`` to the experience recorded at the last decision; True if there was one."""
+        ...
+
+    def skip_slot(self) -> None:
+        """Drop the experience of a slot that gets no reward (no job was active)."""
+        ...
+
+    def update(self) -> bool:
+        """Train on the completed experience; True when the weights changed."""
+        ...
+
+    def set_version(self, version: int) -> None:
+        """Label the model (and what it records from now on) with its store version."""
+        ...
+
+    def dump(self) -> bytes:
+        """The model as bytes (what the framework stores per version)."""
+        ...
+
+    def load(self, blob: bytes) -> None:
+        """Replace the weights with a :meth:`dump` (resume, rollback)."""
         ...

@@ -4,7 +4,8 @@ Data: the DL2 prototype's measured table (``dl2_mesos/data/config_speed.txt``, s
 PROVENANCE.md): per model, per (PS, workers) point, the speed of every worker (samples/s).
 The job's speed is the *sum* over workers, as in the reference.
 
-Fit (reference semantics, with its quirks fixed, dl2-facts section 11.8):
+Fit (the prototype's semantics, with two of its quirks fixed: it kept ten failed
+measurements, and its RBF rose again beyond the measured worker counts):
   * the ten failed measurements (total speed below 10% of the model's median) are dropped;
   * a linear radial-basis-function interpolant (scipy, linear kernel with a linear polynomial
     tail) is fitted per model over the remaining (PS, workers) points;

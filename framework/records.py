@@ -82,8 +82,8 @@ class TaskRecord:
 
 
 @dataclass
-class JobRecord:
-    """One submitted job."""
+class FrameworkJob:
+    """One submitted job as the framework tracks and persists it (phase, tasks, generation, progress)."""
 
     job_id: str
     spec: JobSpec
@@ -168,7 +168,7 @@ class JobRecord:
         return self._cluster_json[1]
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> JobRecord:
+    def from_dict(cls, d: dict[str, Any]) -> FrameworkJob:
         spec_d = dict(d["spec"])
         for role in ("worker", "ps"):
             if spec_d.get(role) is not None:

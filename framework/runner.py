@@ -28,7 +28,7 @@ from dl2_mesos.jobs import JobSpec
 from dl2_mesos.framework import events as ev
 from dl2_mesos.framework.api import NotLeader, create_app
 from dl2_mesos.framework.core import SchedulerCore, UnknownJob
-from dl2_mesos.framework.kv import FileKV, ZooKeeperKV
+from dl2_mesos.framework.kv import FileKV, KVStore, ZooKeeperKV
 from dl2_mesos.framework.leader import LocalLeadership, ZkLeadership
 from dl2_mesos.framework.loop import SchedulingLoop
 
@@ -36,7 +36,7 @@ from dl2_mesos.framework.loop import SchedulingLoop
 # it here (module import time), never first inside a leadership thread.
 from dl2_mesos.framework.mesos_scheduler import Dl2MesosScheduler  # noqa: E402
 from dl2_mesos.framework.metrics import FrameworkMetrics
-from dl2_mesos.framework.online import DL2Adapter, OnlineLearning
+from dl2_mesos.framework.online_learning import OnlineLearning
 from dl2_mesos.framework.state_store import StateStore
 from dl2_mesos.framework.task_info import framework_info
 
@@ -61,7 +61,9 @@ def make_policy(cfg: Config) -> Any:
 
 
 def make_learner(cfg: Config, policy: Any, store: StateStore) -> OnlineLearning:
-    adapter = DL2Adapter(policy) if hasattr(policy, "net") and hasattr(policy, "recorder") else None
+    from dl2_mesos.policy.registry import make_online_model
+
+    adapter = make_online_model(cfg.policy, policy)
     return OnlineLearning(store, adapter, getattr(policy, "name", cfg.policy), enabled=cfg.online_learning,
                           window=cfg.online_window, margin=cfg.rollback_margin, keep=cfg.model_keep)
 
@@ -124,9 +126,10 @@ class Replica:
         self.loop: SchedulingLoop | None = None
         self.core: SchedulerCore | None = None
         self._driver_factory = driver_factory or self._pymesos_driver
-        self._server = None
+        self._server: Any = None  # a uvicorn.Server once the API runs (uvicorn is imported lazily)
         self._server_thread: threading.Thread | None = None
         self.zk = None
+        kv: KVStore
         if cfg.uses_zookeeper:
             self.zk = connect_zookeeper(cfg)
             kv = ZooKeeperKV(self.zk, cfg.zk_path + "/state", acl=None)

@@ -4,7 +4,7 @@ Layout under the store root (``<zk path>/state`` in ZooKeeper, ``state_dir`` on 
 
     framework_id            the Mesos framework id (reused by every leader)
     meta                    JSON: epoch (wall clock of slot 0), term (leader term), last_slot
-    jobs/<job id>           JSON: one JobRecord (spec, phase, timestamps, progress, tasks, generation)
+    jobs/<job id>           JSON: one FrameworkJob (spec, phase, timestamps, progress, tasks, generation)
     models/current          JSON: current model version, version history, baseline and recent rewards
     models/<version>/meta   JSON: version metadata (created, parent, reason)
     models/<version>/blob/<i>  the model's bytes in chunks of at most 512 KiB (ZooKeeper caps a node at 1 MiB)
@@ -23,7 +23,7 @@ import logging
 from typing import Any
 
 from dl2_mesos.framework.kv import KVStore, StaleVersion
-from dl2_mesos.framework.records import JobRecord
+from dl2_mesos.framework.records import FrameworkJob
 
 logger = logging.getLogger(__name__)
 
@@ -110,20 +110,20 @@ class StateStore:
         return meta
 
     # -- jobs --------------------------------------------------------------------------------
-    def load_jobs(self) -> dict[str, JobRecord]:
-        out: dict[str, JobRecord] = {}
+    def load_jobs(self) -> dict[str, FrameworkJob]:
+        out: dict[str, FrameworkJob] = {}
         for job_id in self.kv.children("jobs"):
             d = self._get_json(f"jobs/{job_id}")
             if d is None:
                 continue
             try:
-                out[job_id] = JobRecord.from_dict(d)
+                out[job_id] = FrameworkJob.from_dict(d)
             except (KeyError, TypeError, ValueError) as exc:
                 # a corrupt record must not stop the framework; keep it in the store for a human
                 logger.error("state store: cannot read job %s (%s); skipped", job_id, exc)
         return out
 
-    def put_job(self, job: JobRecord) -> None:
+    def put_job(self, job: FrameworkJob) -> None:
         self._put_json(f"jobs/{job.job_id}", job.to_dict())
 
     def delete_job(self, job_id: str) -> None:

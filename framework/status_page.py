@@ -161,7 +161,8 @@ def _jobs_section(jobs: dict[str, dict[str, Any]], slots: Sequence[dict[str, Any
     for j in active + ended[:MAX_FINISHED_JOBS]:
         jid = str(j.get("id", ""))
         phase = str(j.get("phase", "?"))
-        prog = j.get("progress") if isinstance(j.get("progress"), (int, float)) else 0.0
+        progress = j.get("progress")
+        prog = float(progress) if isinstance(progress, (int, float)) else 0.0
         s = series.get(jid)
         if s:
             ymax = max([v for v in s["workers"] + s["ps"] if isinstance(v, (int, float))] + [1])
@@ -240,7 +241,7 @@ def _policy_section(policy: dict[str, Any], cluster: dict[str, Any], slots: Sequ
     online = policy.get("online_learning")
     rewards = [r for r in (policy.get("recent_rewards") or []) if isinstance(r, (int, float))]
     if not rewards:
-        rewards = [r.get("reward") for r in slots if isinstance(r.get("reward"), (int, float))]
+        rewards = [r["reward"] for r in slots if isinstance(r.get("reward"), (int, float))]
     rollbacks = policy.get("rollbacks") or []
     last_rb = rollbacks[-1] if rollbacks else None
     items = [

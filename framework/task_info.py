@@ -7,7 +7,7 @@ from typing import Any
 
 from dl2_mesos.config import Config
 from dl2_mesos.messages import LaunchSpec, encode_b64
-from dl2_mesos.framework.offers import scalar, task_resources
+from dl2_mesos.framework.offer_book import scalar, task_resources
 from dl2_mesos.framework.records import TaskRecord
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from dl2_mesos.allocation import JobAllocation
 from dl2_mesos.messages import ClusterSpec, Endpoint, LaunchSpec, RescaleRequest
 from dl2_mesos.placement import PlannedTask
-from dl2_mesos.framework.records import JobRecord, TaskRecord
+from dl2_mesos.framework.records import FrameworkJob, TaskRecord
 from dl2_mesos.framework.task_info import executor_id_for
 
 #: Ports per task, taken from the offer and held for the task's life. Generations alternate
@@ -61,7 +61,7 @@ class NewGeneration:
 
 
 def build_generation(
-    job: JobRecord,
+    job: FrameworkJob,
     stop: set[str],
     new: list[tuple[PlannedTask, str, list[int]]],
 ) -> NewGeneration:
@@ -96,7 +96,7 @@ def build_generation(
     if not by_role["worker"]:
         return NewGeneration(gen, None, created, continuing)
     new_ranks: dict[str, int] = {}
-    for role, tasks in by_role.items():
+    for tasks in by_role.values():
         for rank, t in enumerate(tasks):
             new_ranks[t.task_id] = rank
     for t in created:
@@ -114,7 +114,7 @@ def build_generation(
     return out
 
 
-def previous_stop(job: JobRecord) -> str:
+def previous_stop(job: FrameworkJob) -> str:
     """How the job's generation being replaced ends (see :data:`dl2_mesos.messages.PREVIOUS_STOPS`),
     decided when the next generation is built; notes the crashes it saw, so each counts once.
 
@@ -135,7 +135,7 @@ def previous_stop(job: JobRecord) -> str:
     return "none"
 
 
-def launch_spec(job: JobRecord, task: TaskRecord, cluster: ClusterSpec, progress_interval: float,
+def launch_spec(job: FrameworkJob, task: TaskRecord, cluster: ClusterSpec, progress_interval: float,
                 env: dict[str, str]) -> LaunchSpec:
     """The LaunchSpec carried in the new task's ``TaskInfo.data``."""
     return LaunchSpec(
@@ -147,6 +147,6 @@ def launch_spec(job: JobRecord, task: TaskRecord, cluster: ClusterSpec, progress
     )
 
 
-def rescale_request(job: JobRecord, cluster: ClusterSpec, assignments: list[tuple[str, str, int]]) -> RescaleRequest:
+def rescale_request(job: FrameworkJob, cluster: ClusterSpec, assignments: list[tuple[str, str, int]]) -> RescaleRequest:
     return RescaleRequest(job_id=job.job_id, cluster=cluster, assignments=tuple(assignments),
                           previous_stop="crashed" if job.previous_stop == "crashed" else "graceful")

@@ -3,55 +3,62 @@ published as one immutable dict)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 from dl2_mesos.jobs import JobPhase
 from dl2_mesos.resources import Resources
+from dl2_mesos.framework.job_book import JobBook
+from dl2_mesos.framework.metrics import FrameworkMetrics
+from dl2_mesos.framework.offer_book import OfferBook
 
-if TYPE_CHECKING:
-    from dl2_mesos.framework.core import SchedulerCore
 
+def build_view(book: JobBook, offers: OfferBook, pending: Mapping[str, Any], metrics: FrameworkMetrics,
+               cluster: dict[str, Any], policy: dict[str, Any]) -> dict[str, Any]:
+    """A JSON-able snapshot for the HTTP API (jobs, cluster, policy); also refreshes the gauges.
 
-def build_view(core: SchedulerCore) -> dict[str, Any]:
-    """A JSON-able snapshot of ``core`` for the HTTP API (jobs, cluster, policy); also refreshes the gauges."""
-    now = core.clock()
-    live = [t for j in core.jobs.values() for t in j.live_tasks()]
+    Args:
+        book: the jobs.
+        offers: the held offers.
+        pending: transitions waiting for offers, by job id.
+        metrics: gauges to refresh.
+        cluster: the core's own fields of the ``cluster`` section (framework id, slot, policy...).
+        policy: the ``policy`` section.
+    """
+    live = [t for j in book.jobs.values() for t in j.live_tasks()]
     counts = {p.value: 0 for p in JobPhase}
-    for j in core.jobs.values():
+    for j in book.jobs.values():
         counts[j.phase.value] += 1
     for p, n in counts.items():
-        core.metrics.jobs.labels(p).set(n)
+        metrics.jobs.labels(p).set(n)
     for role in ("ps", "worker"):
-        core.metrics.tasks.labels(role).set(sum(t.role == role for t in live))
+        metrics.tasks.labels(role).set(sum(t.role == role for t in live))
     tot = Resources()
     for t in live:
         tot = tot + t.resources
     for k, v in tot.to_dict().items():
-        core.metrics.allocated.labels(k).set(v)
+        metrics.allocated.labels(k).set(v)
     by_agent: dict[str, list[Any]] = {}  # one pass over the tasks (not one per agent: 500 x 2000)
     for t in live:
         by_agent.setdefault(t.agent_id, []).append(t)
     per_agent: dict[str, dict[str, Any]] = {}
-    for aid in sorted(set(core.agents) | set(by_agent)):
-        ag = core.agents.get(aid)
+    for aid in sorted(set(offers.agents) | set(by_agent)):
+        ag = offers.get(aid)
         used = Resources()
         for t in by_agent.get(aid, ()):
             used = used + t.resources
-        per_agent[aid] = {"agent_id": aid, "hostname": core.hostnames.get(aid, aid),
+        per_agent[aid] = {"agent_id": aid, "hostname": offers.hostname(aid),
                           "offered": ag.free.to_dict() if ag else None, "used_by_dl2": used.to_dict(),
                           "tasks": sorted(t.task_id for t in by_agent.get(aid, ()))}
     return {
-        "jobs": {j.job_id: j.public() for j in core.jobs.values()},
+        "jobs": {j.job_id: j.public() for j in book.jobs.values()},
         "cluster": {
-            "framework_id": core.framework_id, "registered": core.registered, "suspended": core.suspended,
-            "slot": core.current_slot(now), "slot_seconds": core.cfg.slot,
-            "policy": getattr(core.policy, "name", type(core.policy).__name__),
+            **cluster,
             "agents": list(per_agent.values()),
             "allocations": {j.job_id: {"num_ps": j.num_ps, "num_workers": j.num_workers}
-                            for j in core.jobs.values() if not j.phase.terminal},
-            "jobs_by_phase": counts, "last_decision": core.last_decision,
-            "pending_transitions": sorted(core.transitions),
+                            for j in book.jobs.values() if not j.phase.terminal},
+            "jobs_by_phase": counts,
+            "pending_transitions": sorted(pending),
         },
-        "policy": core.learner.describe() if core.learner is not None else {
-            "name": getattr(core.policy, "name", "?"), "online_learning": False},
+        "policy": policy,
     }

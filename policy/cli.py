@@ -92,6 +92,94 @@ def mean_ci(values: list[float]) -> tuple[float, float]:
     return m, half
 
 
+# -- training on trace files (used by `dl2 train sl|rl`) ---------------------------------------------
+
+
+def trace_source_options(f):
+    """Click options that train on trace files: ``--trace FILE...`` plus the augmentation flags."""
+    opts = [
+        click.option("--trace", "trace_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
+                     help="Train on this trace file (repeatable; replaces --preset): your cluster's history."),
+        click.option("--trace-format", type=click.Choice(["csv", "philly"]), default="csv", show_default=True,
+                     help="csv: the simulator's trace format; philly: a Philly-style log (submit, duration, GPUs)."),
+        click.option("--trace-base", default="small", show_default=True,
+                     help="Preset whose cluster (nodes, slot length) the trace runs on."),
+        click.option("--trace-agents", type=click.IntRange(min=1), help="Number of nodes for the trace."),
+        click.option("--augment-window", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+                     help="Each episode: a random window of this many seconds of the trace."),
+        click.option("--augment-rate", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+                     help="Scale the arrival rate (2: the same jobs arrive twice as fast)."),
+        click.option("--augment-jitter", type=click.FloatRange(min=0), default=0.0, show_default=True,
+                     metavar="SECONDS", help="Shift each arrival by up to this many seconds."),
+        click.option("--augment-resample", is_flag=True,
+                     help="Resample each job's type and length from the trace's jobs."),
+        click.option("--augment-length-jitter", type=click.FloatRange(0, 1, max_open=True), default=0.0,
+                     show_default=True, help="Scale each job's epochs by U(1-a, 1+a)."),
+        click.option("--augment-max-jobs", type=click.IntRange(min=1), help="At most this many jobs per episode."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def trace_source_preset(preset: str, opts: dict) -> str:
+    """``preset``, or the ``trace:`` preset the :func:`trace_source_options` in ``opts`` name.
+
+    Philly-style logs are converted once to the CSV format under ``runs/traces/``.
+
+    Raises:
+        click.ClickException: an unreadable trace or a bad option.
+    """
+    files = list(opts.get("trace_files") or ())
+    if not files:
+        used = [k for k in ("augment_window", "augment_max_jobs", "trace_agents") if opts.get(k) is not None]
+        used += [k for k in ("augment_resample",) if opts.get(k)]
+        used += [k for k, d in (("augment_rate", 1.0), ("augment_jitter", 0.0), ("augment_length_jitter", 0.0))
+                 if opts.get(k, d) != d]
+        if used:
+            raise click.UsageError(f"--{used[0].replace('_', '-')} needs --trace")
+        return preset
+    from dl2_mesos.policy.sim.augment import AugmentConfig
+    from dl2_mesos.policy.sim.config import trace_preset_name
+    from dl2_mesos.policy.sim.config import preset as get_preset
+    from dl2_mesos.policy.sim.trace import read_trace, write_trace
+
+    paths = []
+    for f in files:
+        try:
+            if opts.get("trace_format") == "philly":
+                import hashlib
+
+                from dl2_mesos.policy.sim.philly import import_philly
+
+                tr = import_philly(f, seed=0)
+                digest = hashlib.sha256(Path(f).read_bytes()).hexdigest()[:10]
+                out = Path("runs/traces") / f"{Path(f).stem}-{digest}.csv"
+                out.parent.mkdir(parents=True, exist_ok=True)
+                write_trace(tr, out)
+                f = str(out)
+            if not read_trace(f):
+                raise click.ClickException(f"trace {f} has no jobs")
+        except (OSError, TraceFormatError) as exc:
+            raise click.ClickException(f"cannot read trace: {exc}") from None
+        paths.append(str(Path(f).resolve()))
+    try:
+        aug = AugmentConfig(
+            window_seconds=opts.get("augment_window"),
+            rate=opts.get("augment_rate", 1.0),
+            jitter_seconds=opts.get("augment_jitter", 0.0),
+            resample=bool(opts.get("augment_resample")),
+            length_jitter=opts.get("augment_length_jitter", 0.0),
+            max_jobs=opts.get("augment_max_jobs"),
+        )
+        name = trace_preset_name(paths, base=opts.get("trace_base") or "small", agents=opts.get("trace_agents"),
+                                 augment=aug)
+        get_preset(name)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    return name
+
+
 # -- simulate ------------------------------------------------------------------------------------------
 
 
@@ -179,7 +267,11 @@ def _plot(results: dict, slot_seconds: float, path: str) -> None:
     help="Comma-separated policy names.",
 )
 @click.option(
-    "--preset", default="small", show_default=True, help="Cluster and trace preset: reference, small, tiny."
+    "--preset",
+    default="small",
+    show_default=True,
+    help="Cluster and trace preset: reference, small, tiny, paper-rho1, paper-rho2, testbed-rho2, "
+    "sweep-rho0.25 .. sweep-rho4 (see README \"Simulator\").",
 )
 @click.option(
     "--trace",
@@ -252,6 +344,7 @@ def simulate(
     from dl2_mesos.policy.registry import make_policy, policy_names
     from dl2_mesos.policy.sim.config import TraceConfig
     from dl2_mesos.policy.sim.config import preset as get_preset
+    from dl2_mesos.policy.sim.load import format_loads, offered_load
     from dl2_mesos.policy.sim.simulator import run
     from dl2_mesos.policy.sim.trace import generate_trace, read_trace
 
@@ -351,6 +444,9 @@ def simulate(
     click.echo(
         f"{src}; {len(sim_cfg.agent_resources())} nodes; {sim_cfg.slot_seconds:g} s slots; seeds {seeds}"
     )
+    load_seeds = seed_list[:1] if fixed_trace is not None else seed_list
+    loads = [offered_load(sim_cfg, traces[s]) for s in load_seeds]
+    click.echo(format_loads(load_seeds, loads) if fixed_trace is None else f"offered load {loads[0].describe()}")
     click.echo(_table(results, sim_cfg.slot_seconds))
     if json_out:
         doc = {
@@ -363,6 +459,7 @@ def simulate(
                 "trace": None if trace_file else trace_cfg.to_dict(),
                 "units": {"time": "seconds", "util": "fraction"},
             },
+            "load": {str(s): x.to_dict() for s, x in zip(load_seeds, loads)},
         }
         Path(json_out).write_text(json.dumps(doc, indent=1))
         click.echo(f"wrote {json_out}")
@@ -422,3 +519,103 @@ def trace_import_philly(log, seed, output):
         raise click.ClickException(str(exc)) from None
     write_trace(tr, output)
     click.echo(f"wrote {len(tr)} jobs to {output}")
+
+
+# -- matrix ------------------------------------------------------------------------------------------------
+
+
+@click.command()
+@click.option(
+    "--policies",
+    "-p",
+    default=None,
+    help="Comma-separated registered policy names [default: dl2 and every baseline except tetris, fifo, srtf].",
+)
+@click.option("--seeds", default=None, help="Held-out seeds: range or list [default: 101-110; --quick: 101,102].")
+@click.option(
+    "--points",
+    default=None,
+    metavar="PRESET,...",
+    help="Presets to evaluate [default: sweep-rho0.25..sweep-rho4, paper-rho1, paper-rho2, testbed-rho2; "
+    "--quick: sweep-rho0.25, sweep-rho1, sweep-rho4, testbed-rho2].",
+)
+@click.option("--quick", is_flag=True, help="Fewer seeds and points (no 500-node presets).")
+@click.option("--model", "model_path", type=click.Path(dir_okay=False), help="DL2 weights (default: shipped).")
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Parallel processes.")
+@click.option("--max-slots", type=click.IntRange(min=1), help="Stop each run after this many slots.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default="runs/matrix",
+    show_default=True,
+    help="Folder for matrix.json and matrix.png.",
+)
+@click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
+def matrix(policies, seeds, points, quick, model_path, workers, max_slots, out, progress):
+    """Evaluate policies on the load sweep and the contended presets: one table and one plot.
+
+    Per point: offered load rho, every policy's average JCT over the seeds, and its ratio to DRF,
+    Optimus, the best heuristic at that point and the no-queueing lower bound.
+    """
+    from tqdm import tqdm
+
+    from dl2_mesos.policy.registry import policy_names
+    from dl2_mesos.policy.sim import matrix as mx
+    from dl2_mesos.policy.sim.config import PRESETS
+
+    names = (
+        [n.strip().lower() for n in policies.split(",") if n.strip()] if policies else mx.default_policies()
+    )
+    unknown = [n for n in names if n not in policy_names()]
+    if not names or unknown:
+        raise click.BadParameter(
+            f"unknown policy {unknown[0] if unknown else ''!r}; known: {', '.join(policy_names())}",
+            param_hint="--policies",
+        )
+    if len(set(names)) != len(names):
+        raise click.BadParameter("a policy is named twice", param_hint="--policies")
+    seed_list = parse_seeds(seeds) if seeds else list(mx.QUICK_SEEDS if quick else mx.DEFAULT_SEEDS)
+    point_list = (
+        [p.strip() for p in points.split(",") if p.strip()]
+        if points
+        else list(mx.QUICK_POINTS if quick else mx.DEFAULT_POINTS)
+    )
+    bad = [p for p in point_list if p not in PRESETS]
+    if not point_list or bad:
+        raise click.BadParameter(
+            f"unknown preset {bad[0] if bad else ''!r}; known: {', '.join(PRESETS)}", param_hint="--points"
+        )
+    if "dl2" in names:
+        from dl2_mesos.errors import CheckpointError
+        from dl2_mesos.policy.dl2.checkpoint import load_checkpoint
+
+        try:
+            load_checkpoint(model_path)  # fail fast, before any simulation
+        except CheckpointError as exc:
+            raise click.ClickException(str(exc)) from None
+    out_dir = Path(out)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise click.ClickException(f"cannot create {out}: {exc}") from None
+    total = len(names) * len(seed_list) * len(point_list)
+    with tqdm(
+        total=total, desc="matrix", unit="run", disable=(not progress) if progress is not None else None
+    ) as bar:
+
+        def tick(point: str, name: str, seed: int) -> None:
+            bar.set_postfix_str(f"{point} {name} {seed}")
+            bar.update(1)
+
+        try:
+            doc = mx.evaluate_matrix(
+                names, seed_list, point_list, model_path=model_path, workers=workers, max_slots=max_slots,
+                progress=tick,
+            )
+        except Dl2Error as exc:  # e.g. a policy's invalid allocation: name it, no traceback
+            raise click.ClickException(f"matrix run failed: {type(exc).__name__}: {exc}") from None
+    click.echo(mx.format_matrix(doc))
+    json_path, png_path = out_dir / "matrix.json", out_dir / "matrix.png"
+    json_path.write_text(json.dumps(doc, indent=1))
+    mx.plot_matrix(doc, str(png_path))
+    click.echo(f"wrote {json_path} and {png_path}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 
 from dl2_mesos.errors import UnknownPolicy
-from dl2_mesos.policy_api import Policy
+from dl2_mesos.policy_api import OnlineModel, Policy
 
 # name -> "module:class"
 _POLICIES: dict[str, str] = {
@@ -20,6 +20,10 @@ _POLICIES: dict[str, str] = {
     "srtf": "dl2_mesos.policy.baselines.srtf:SRTFPolicy",
     "srtf-gain": "dl2_mesos.policy.baselines.srtf_gain:SRTFGainPolicy",
     "dl2": "dl2_mesos.policy.dl2.dl2_policy:DL2Policy",
+}
+# name -> "module:class" of the learnable model online learning drives (policies that learn)
+_ONLINE_MODELS: dict[str, str] = {
+    "dl2": "dl2_mesos.policy.dl2.online_model:DL2OnlineModel",
 }
 BASELINES = ("drf", "tetris", "optimus", "fifo", "srtf", "srtf-gain")
 
@@ -41,3 +45,18 @@ def make_policy(name: str, **kwargs) -> Policy:
     module_name, cls_name = _POLICIES[key].split(":")
     module = importlib.import_module(module_name)
     return getattr(module, cls_name)(**kwargs)
+
+
+def make_online_model(name: str, policy: Policy) -> OnlineModel | None:
+    """The learnable model of ``policy`` (built by ``make_policy(name)``), or None if it does not learn."""
+    key = name.strip().lower() if isinstance(name, str) else name
+    if key not in _ONLINE_MODELS:
+        return None
+    module_name, cls_name = _ONLINE_MODELS[key].split(":")
+    return getattr(importlib.import_module(module_name), cls_name)(policy)
+
+
+def make_policy_with_learner(name: str, **kwargs) -> tuple[Policy, OnlineModel | None]:
+    """A new policy and, for a policy that learns online, its learnable model."""
+    policy = make_policy(name, **kwargs)
+    return policy, make_online_model(name, policy)

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from dl2_mesos.errors import CheckpointError, ConfigError, Dl2Error
+from dl2_mesos.policy.cli import trace_source_options, trace_source_preset
 
 logger = logging.getLogger(__name__)
 
@@ -56,9 +57,11 @@ def train() -> None:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False), default="runs/sl/sl.pt", show_default=True)
 @_model_options
+@trace_source_options
 def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also, dagger, dagger_epochs, seed, out,
-             window, hidden, layers, arch, start):
+             window, hidden, layers, arch, start, **trace_opts):
     """Supervised warm-up: imitate TEACHER's decisions (cross entropy, void labelled)."""
+    preset = trace_source_preset(preset, trace_opts)
     from tqdm import tqdm
 
     from dl2_mesos.policy.dl2.config import DL2Config
@@ -141,11 +144,13 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--tensorboard", is_flag=True, help="Also write TensorBoard logs (if installed).")
 @_model_options
+@trace_source_options
 def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iteration, updates, epsilon,
              no_exploration, no_replay, no_critic, per_job_reward, lr_actor, lr_critic, gamma, lam, batch_size,
              replay_size, entropy_start, entropy_end, entropy_half_life, train_seeds, val_seeds, eval_every,
-             max_slots, seed, tensorboard, window, hidden, layers, arch, start):
+             max_slots, seed, tensorboard, window, hidden, layers, arch, start, **trace_opts):
     """Actor-critic RL in the simulator (parallel workers, replay, job-aware exploration)."""
+    preset = trace_source_preset(preset, trace_opts)
     from tqdm import tqdm
 
     from dl2_mesos.policy.dl2.config import DL2Config

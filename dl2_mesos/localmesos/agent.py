@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .agent_executors import ExecutorLifecycleMixin
 from .agent_records import AgentConfig, AgentFramework, AgentTask, Executor, kill_grace
-from .launcher import sandbox_path
+from .executor_process import sandbox_path
 from .protocol import ExecutorCall, is_terminal, new_uuid_b64, now
 from .recordio import EventStream
 from .resources import ResourceBag
@@ -24,7 +24,7 @@ from .state import Task
 from .updates import StatusUpdateManager
 
 if TYPE_CHECKING:
-    from .master import Master
+    from .master_link import MasterLink
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class Agent(ExecutorLifecycleMixin):
         self.host = "127.0.0.1"
         self.port = 0
         self.agent_id: str | None = None
-        self.master: Master | None = None
+        self.master: MasterLink | None = None
         self.total = config.resources()
         self.gpu_free: list[int] = list(range(int(config.gpus)))
         self.frameworks: dict[str, AgentFramework] = {}
@@ -62,7 +62,7 @@ class Agent(ExecutorLifecycleMixin):
         return f"{self.host}:{self.port}"
 
     # ---- registration -------------------------------------------------------------------------
-    def register(self, master: Master) -> None:
+    def register(self, master: MasterLink) -> None:
         """Register (first time) or re-register (after a master restart) with ``master``."""
         self.master = master
         if self.agent_id is None:
@@ -297,9 +297,9 @@ class Agent(ExecutorLifecycleMixin):
 
     def _forward_update(self, fid: str, status: dict[str, Any], latest_state: str) -> bool:
         master = self.master
-        if self.removed or master is None or not master.running or self.agent_id not in master.agents:
+        if self.removed or master is None or not master.running or self.agent_id is None or not master.is_registered(self.agent_id):
             return False
-        master.status_update(self.agent_id, fid, status, latest_state)  # type: ignore[arg-type]
+        master.status_update(self.agent_id, fid, status, latest_state)
         return True
 
     # ---- executor HTTP API (called by executor_api.py) ----------------------------------------

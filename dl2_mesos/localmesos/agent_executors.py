@@ -13,15 +13,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .agent_records import AgentConfig, AgentFramework, AgentTask, Executor
-from .launcher import ExecutorProcess, executor_environment
+from .executor_process import ExecutorProcess, executor_environment
 from .protocol import is_terminal
 from .updates import StatusUpdateManager
 
 if TYPE_CHECKING:
-    from .master import Master
+    from .master_link import MasterLink
 
 logger = logging.getLogger(__name__)
 
@@ -30,10 +31,15 @@ class ExecutorLifecycleMixin:
     config: AgentConfig
     frameworks: dict[str, AgentFramework]
     updates: StatusUpdateManager
-    master: Master | None
+    master: MasterLink | None
     agent_id: str | None
     removed: bool
     _tasks: set[asyncio.Task]
+    # provided by Agent
+    host: str
+    port: int
+    _agent_update: Callable[..., None]
+    _give_gpus: Callable[[list[int]], None]
 
     # ---- executor lifecycle -------------------------------------------------------------------
     def _spawn(self, coro: Any) -> None:
@@ -46,7 +52,7 @@ class ExecutorLifecycleMixin:
         gpus = ex.gpus + first.gpus if self.config.gpus > 0 else None
         command = ex.info.get("command") or {}
         env = executor_environment(
-            agent_endpoint=self.endpoint,
+            agent_endpoint=f"{self.host}:{self.port}",
             agent_id=self.agent_id or "",
             framework_id=ex.framework_id,
             executor_id=ex.executor_id,

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .launcher import ExecutorProcess
+from .executor_process import ExecutorProcess
 from .recordio import EventStream
 from .resources import ResourceBag
 
@@ -29,7 +29,7 @@ class AgentConfig:
     status_update_retry_min: float = 10.0  # STATUS_UPDATE_RETRY_INTERVAL_MIN
     status_update_retry_max: float = 600.0  # STATUS_UPDATE_RETRY_INTERVAL_MAX
     heartbeat_interval: float = 30.0
-    mesos_local: bool = True  # set MESOS_LOCAL=1 for executors (see launcher.py)
+    mesos_local: bool = True  # set MESOS_LOCAL=1 for executors (see executor_process.py)
 
     def resources(self) -> ResourceBag:
         return ResourceBag.of(

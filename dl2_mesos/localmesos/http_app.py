@@ -12,8 +12,8 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol
 
 import uvicorn
 from fastapi import FastAPI
@@ -21,18 +21,40 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from .agent import Agent
+from .agent_records import AgentConfig
 from .executor_api import make_executor_endpoint
 from .master import Master
 from .scheduler_api import make_scheduler_endpoint
 from .state_json import master_state_json, version_json
 
-if TYPE_CHECKING:
-    from .runtime import LocalMesos
-
 logger = logging.getLogger(__name__)
 
 
-def master_app(runtime: LocalMesos) -> FastAPI:
+class ClusterControl(Protocol):
+    """What the master's HTTP app needs from the cluster around it (the current master and the
+    ``/local/*`` fault-injection controls); :class:`~.runtime.LocalMesos` provides it."""
+
+    @property
+    def master(self) -> Master | None: ...
+
+    @property
+    def agents(self) -> Mapping[str, Agent]: ...
+
+    def info(self) -> dict[str, Any]: ...
+
+    def agent_config_from(self, spec: dict[str, Any]) -> AgentConfig: ...
+
+    async def add_agent(self, config: AgentConfig) -> str: ...
+
+    async def remove_agent(self, agent_id: str, unreachable: bool = False) -> bool: ...
+
+    async def restart_master(self, downtime: float = 0.0) -> None: ...
+
+    def disconnect_framework(self, framework_id: str) -> bool: ...
+
+
+def master_app(runtime: ClusterControl, zk: str | None = None) -> FastAPI:
+    """The master's HTTP app; ``zk`` is the ZooKeeper URL the master registers at (shown in its state)."""
     app = FastAPI(
         title="dl2 local Mesos-compatible master (test stand-in)",
         docs_url=None,
@@ -49,7 +71,7 @@ def master_app(runtime: LocalMesos) -> FastAPI:
         master = runtime.master
         if master is None:
             return PlainTextResponse("Master is not running", status_code=503)
-        return JSONResponse(master_state_json(master, runtime.config.zk))
+        return JSONResponse(master_state_json(master, zk))
 
     async def health(request: Request) -> Response:
         return Response(status_code=200 if runtime.master is not None else 503)

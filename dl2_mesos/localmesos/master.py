@@ -15,16 +15,13 @@ import struct
 import uuid
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .master_tasks import TaskCallsMixin
-from .offers import Allocator
+from .master_tasks import TaskCalls
+from .allocator import Allocator
 from .protocol import CallError, SchedulerCall, is_terminal, now
 from .recordio import EventStream
-from .state import COMPLETED_FRAMEWORKS_KEPT, AgentRecord, Framework
-
-if TYPE_CHECKING:
-    from .agent import Agent
+from .state import COMPLETED_FRAMEWORKS_KEPT, AgentLink, AgentRecord, Framework, MasterRegistry, Offer
 
 logger = logging.getLogger(__name__)
 
@@ -50,23 +47,44 @@ def _ip_as_uint32(ip: str) -> int:
         return 0
 
 
-class Master(TaskCallsMixin):
-    """One master instance. A "restart" replaces it with a fresh instance (new id, empty state)."""
+class Master:
+    """One master instance. A "restart" replaces it with a fresh instance (new id, empty state).
+
+    Its state is a :class:`MasterRegistry` shared with the :class:`Allocator` (offers) and
+    :class:`TaskCalls` (ACCEPT, KILL, ACKNOWLEDGE, RECONCILE).
+    """
 
     def __init__(self, config: MasterConfig) -> None:
         self.config = config
         self.id = str(uuid.uuid4())
         self.start_time = now()
-        self.frameworks: dict[str, Framework] = {}
+        self.registry = MasterRegistry(self.id)
         self.completed_frameworks: deque[Framework] = deque(maxlen=COMPLETED_FRAMEWORKS_KEPT)
         self.removed_framework_ids: set[str] = set()
-        self.agents: dict[str, AgentRecord] = {}
-        self.removed_agent_ids: set[str] = set()
-        self.offers: dict = {}
-        self.allocator = Allocator(self, config.allocation_interval)
+        self.allocator = Allocator(self.registry, config.allocation_interval)
+        self.task_calls = TaskCalls(self.registry, self.allocator)
         self._framework_seq = 0
         self._agent_seq = 0
         self.running = False
+
+    @property
+    def frameworks(self) -> dict[str, Framework]:
+        return self.registry.frameworks
+
+    @property
+    def agents(self) -> dict[str, AgentRecord]:
+        return self.registry.agents
+
+    @property
+    def offers(self) -> dict[str, Offer]:
+        return self.registry.offers
+
+    @property
+    def removed_agent_ids(self) -> set[str]:
+        return self.registry.removed_agent_ids
+
+    def is_registered(self, agent_id: str) -> bool:
+        return agent_id in self.registry.agents
 
     # ---- lifecycle --------------------------------------------------------------------------
     def start(self) -> None:
@@ -137,7 +155,8 @@ class Master(TaskCallsMixin):
         fw.suppressed = bool(call.subscribe and call.subscribe.suppressed_roles)
         fw.unregistered_time = None
         fw.stream = stream
-        stream.on_close(lambda s, fid=fid: self._stream_closed(fid, s))
+        framework_id = fid
+        stream.on_close(lambda s: self._stream_closed(framework_id, s))
         stream.send(
             {
                 "type": "SUBSCRIBED",
@@ -214,7 +233,7 @@ class Master(TaskCallsMixin):
         if t == "TEARDOWN":
             self.remove_framework(fw)
         elif t == "ACCEPT":
-            self.accept(fw, call, raw)
+            self.task_calls.accept(fw, call, raw)
         elif t == "DECLINE":
             refuse = call.decline.filters.refuse_seconds if call.decline.filters else 5.0  # type: ignore[union-attr]
             for oid in call.decline.offer_ids:  # type: ignore[union-attr]
@@ -231,16 +250,16 @@ class Master(TaskCallsMixin):
         elif t == "SUPPRESS":
             fw.suppressed = True
         elif t == "KILL":
-            self.kill(fw, call.kill.task_id.value)  # type: ignore[union-attr]
+            self.task_calls.kill(fw, call.kill.task_id.value)  # type: ignore[union-attr]
         elif t == "SHUTDOWN":
             rec = self.agents.get(call.shutdown.agent_id.value)  # type: ignore[union-attr]
             if rec is not None:
                 rec.agent.shutdown_executor(fw.id, call.shutdown.executor_id.value)  # type: ignore[union-attr]
         elif t == "ACKNOWLEDGE":
             ack = call.acknowledge
-            self.acknowledge(fw, ack.agent_id.value, ack.task_id.value, ack.uuid)  # type: ignore[union-attr]
+            self.task_calls.acknowledge(fw, ack.agent_id.value, ack.task_id.value, ack.uuid)  # type: ignore[union-attr]
         elif t == "RECONCILE":
-            self.reconcile(
+            self.task_calls.reconcile(
                 fw,
                 [(r.task_id.value, r.agent_id.value if r.agent_id else None) for r in call.reconcile.tasks]
                 if call.reconcile
@@ -259,7 +278,7 @@ class Master(TaskCallsMixin):
             raise CallError(400, f"Call type {t} is not supported by the local Mesos stand-in")
 
     # ---- agents -------------------------------------------------------------------------------
-    def register_agent(self, agent: Agent) -> str:
+    def register_agent(self, agent: AgentLink) -> str:
         """First registration of an agent (RegisterSlaveMessage): assign an AgentID."""
         aid = agent.agent_id or f"{self.id}-S{self._agent_seq}"
         self._agent_seq += 1
@@ -268,7 +287,7 @@ class Master(TaskCallsMixin):
         self.allocator.trigger()
         return aid
 
-    def reregister_agent(self, agent: Agent) -> None:
+    def reregister_agent(self, agent: AgentLink) -> None:
         """ReregisterSlaveMessage after a master restart: recover frameworks, executors and tasks."""
         aid = agent.agent_id
         assert aid is not None

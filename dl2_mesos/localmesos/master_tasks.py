@@ -1,31 +1,29 @@
 """Task calls of the local master: ACCEPT/LAUNCH validation, KILL, ACKNOWLEDGE and RECONCILE.
 
 Follows the "Scheduler HTTP API" document (ACCEPT, KILL, ACKNOWLEDGE, RECONCILE), Mesos's
-``validation::offer`` / ``validation::task`` rules and the "Reconciliation" document. Mixed into
-``Master``; it uses the master's frameworks, agents, offers and allocator.
+``validation::offer`` / ``validation::task`` rules and the "Reconciliation" document. The master
+delegates these calls to a :class:`TaskCalls` over its registry and allocator.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .allocator import Allocator
 from .protocol import CallError, SchedulerCall, TaskInfo, is_terminal, now
 from .resources import ResourceBag, ResourceError
-from .state import AgentRecord, Framework, Offer, Task
-
-if TYPE_CHECKING:
-    from .offers import Allocator
+from .state import Framework, MasterRegistry, Offer, Task
 
 logger = logging.getLogger(__name__)
 
 
-class TaskCallsMixin:
-    frameworks: dict[str, Framework]
-    agents: dict[str, AgentRecord]
-    removed_agent_ids: set[str]
-    offers: dict[str, Offer]
-    allocator: Allocator
+class TaskCalls:
+    """ACCEPT, KILL, ACKNOWLEDGE and RECONCILE against ``registry``; offers go back through ``allocator``."""
+
+    def __init__(self, registry: MasterRegistry, allocator: Allocator) -> None:
+        self.registry = registry
+        self.allocator = allocator
 
     def accept(self, fw: Framework, call: SchedulerCall, raw: dict[str, Any]) -> None:
         acc = call.accept
@@ -42,10 +40,10 @@ class TaskCallsMixin:
         ]
         # validation::offer::validate: offers must exist, belong to the framework, be on one agent.
         error = None
-        offers = []
+        offers: list[Offer] = []
         seen: set[str] = set()
         for oid in acc.offer_ids:
-            offer = self.offers.get(oid.value)
+            offer = self.registry.offers.get(oid.value)
             if oid.value in seen:
                 error = f"Duplicate offer {oid.value} in accept"
             elif offer is None:
@@ -69,7 +67,7 @@ class TaskCallsMixin:
             self.allocator.trigger()
             return
         agent_id = offers[0].agent_id
-        rec = self.agents[agent_id]
+        rec = self.registry.agents[agent_id]
         remaining = ResourceBag()
         for offer in offers:
             remaining = remaining + offer.resources
@@ -170,7 +168,7 @@ class TaskCallsMixin:
         self, fw: Framework, raw_task: dict[str, Any], state: str, reason: str, message: str
     ) -> None:
         """A master-generated status update (no uuid, so schedulers do not acknowledge it)."""
-        status = {
+        status: dict[str, Any] = {
             "task_id": raw_task.get("task_id") or {"value": ""},
             "state": state,
             "reason": reason,
@@ -189,12 +187,12 @@ class TaskCallsMixin:
             # Mesos: unknown task -> reconcile it, so the scheduler learns its state.
             self.reconcile(fw, [(task_id, None)])
             return
-        rec = self.agents.get(task.agent_id)
+        rec = self.registry.agents.get(task.agent_id)
         if rec is not None:
             rec.agent.kill_task(fw.id, task_id)
 
     def acknowledge(self, fw: Framework, agent_id: str, task_id: str, uuid_b64: str) -> None:
-        rec = self.agents.get(agent_id)
+        rec = self.registry.agents.get(agent_id)
         task = fw.tasks.get(task_id)
         if task is not None and task.status_update_uuid == uuid_b64 and is_terminal(task.status_update_state):
             fw.tasks.pop(task_id, None)
@@ -209,15 +207,15 @@ class TaskCallsMixin:
         pa = fw.partition_aware
         statuses = []
         if not tasks:
-            for task in fw.tasks.values():
-                statuses.append(self._reconcile_status(task.task_id, task.agent_id, task.state, task))
+            for known in fw.tasks.values():
+                statuses.append(self._reconcile_status(known.task_id, known.agent_id, known.state, known))
         for tid, aid in tasks:
             task = fw.tasks.get(tid)
             if task is not None:
                 statuses.append(self._reconcile_status(tid, task.agent_id, task.state, task))
-            elif aid is not None and aid in self.agents:
+            elif aid is not None and aid in self.registry.agents:
                 statuses.append(self._reconcile_status(tid, aid, "TASK_GONE" if pa else "TASK_LOST"))
-            elif aid is not None and aid in self.removed_agent_ids:
+            elif aid is not None and aid in self.registry.removed_agent_ids:
                 statuses.append(
                     self._reconcile_status(tid, aid, "TASK_GONE_BY_OPERATOR" if pa else "TASK_LOST")
                 )

@@ -150,11 +150,11 @@ class ResourceBag:
         for k, v in other.scalars.items():
             scalars[k] = _round(scalars.get(k, 0.0) + v)
         ranges = dict(self.ranges)
-        for k, v in other.ranges.items():
-            ranges[k] = _merge(ranges.get(k, ()) + v)
+        for k, rng in other.ranges.items():
+            ranges[k] = _merge(ranges.get(k, ()) + rng)
         sets = dict(self.sets)
-        for k, v in other.sets.items():
-            sets[k] = sets.get(k, frozenset()) | v
+        for k, items in other.sets.items():
+            sets[k] = sets.get(k, frozenset()) | items
         return ResourceBag(scalars, ranges, sets)
 
     def __sub__(self, other: ResourceBag) -> ResourceBag:
@@ -188,10 +188,10 @@ class ResourceBag:
         """The flat form Mesos's ``/master/state`` uses: scalars as numbers, ranges as "[a-b, c-d]"."""
         out: dict[str, Any] = {k: 0.0 for k in ("cpus", "mem", "disk", "gpus")}
         out.update(self.scalars)
-        for k, v in self.ranges.items():
-            out[k] = "[" + ", ".join(f"{b}-{e}" for b, e in v) + "]"
-        for k, v in self.sets.items():
-            out[k] = "{" + ", ".join(sorted(v)) + "}"
+        for k, rng in self.ranges.items():
+            out[k] = "[" + ", ".join(f"{b}-{e}" for b, e in rng) + "]"
+        for k, items in self.sets.items():
+            out[k] = "{" + ", ".join(sorted(items)) + "}"
         return out
 
     def __str__(self) -> str:

@@ -89,7 +89,7 @@ class LocalMesos:
     # ---- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        self.master_server = HttpServer(master_app(self), self.config.host, self.config.port)
+        self.master_server = HttpServer(master_app(self, self.config.zk), self.config.host, self.config.port)
         self.port = self.master_server.port
         self.master = self._new_master()
         self.master.start()
@@ -205,7 +205,7 @@ class LocalMesos:
         for agent in self.agents.values():
             agent.register(master)
         self.master = master
-        self.master_server = HttpServer(master_app(self), self.config.host, self.port)
+        self.master_server = HttpServer(master_app(self, self.config.zk), self.config.host, self.port)
         await self.master_server.start()
         if self.zk:
             await asyncio.to_thread(self.zk.register, master.master_info())

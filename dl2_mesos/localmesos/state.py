@@ -10,14 +10,12 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from .agent_records import AgentConfig
 from .protocol import is_terminal, now
 from .recordio import EventStream
 from .resources import ResourceBag
-
-if TYPE_CHECKING:
-    from .agent import Agent
 
 COMPLETED_TASKS_KEPT = 1000
 COMPLETED_FRAMEWORKS_KEPT = 50
@@ -57,6 +55,11 @@ class Task:
             "role": self.role,
             "statuses": list(self.statuses),
         }
+
+
+#: what a re-registering agent reports per framework: (framework id, FrameworkInfo,
+#: executor id -> (ExecutorInfo, resources), tasks)
+AgentSnapshot = tuple[str, dict[str, Any], dict[str, tuple[dict[str, Any], ResourceBag]], list[Task]]
 
 
 @dataclass
@@ -128,12 +131,46 @@ class Framework:
         return any(f.resources.contains(available) for f in kept)
 
 
+class AgentLink(Protocol):
+    """The agent as the master sees it (the messages a Mesos master sends to an agent)."""
+
+    agent_id: str | None
+    host: str
+    port: int
+    total: ResourceBag
+    config: AgentConfig
+    gpu_free: list[int]
+
+    @property
+    def hostname(self) -> str: ...
+
+    def attributes_json(self) -> list[dict[str, Any]]: ...
+
+    def snapshot(self) -> list[AgentSnapshot]:
+        """Frameworks, executors and tasks, for a re-registration."""
+        ...
+
+    def update_framework(self, fid: str, info: dict[str, Any]) -> None: ...
+
+    def run_task(self, framework_info: dict[str, Any], task: dict[str, Any]) -> None: ...
+
+    def kill_task(self, fid: str, task_id: str) -> None: ...
+
+    def framework_message(self, fid: str, executor_id: str, data: str) -> None: ...
+
+    def acknowledge(self, fid: str, task_id: str, uuid_b64: str) -> None: ...
+
+    def shutdown_framework(self, fid: str) -> None: ...
+
+    def shutdown_executor(self, fid: str, executor_id: str) -> None: ...
+
+
 @dataclass
 class AgentRecord:
     """The master's record of a registered agent; ``agent`` is the live agent object."""
 
     agent_id: str
-    agent: Agent
+    agent: AgentLink
     total: ResourceBag
     registered_time: float = field(default_factory=now)
     reregistered_time: float | None = None
@@ -146,3 +183,18 @@ class AgentRecord:
     @property
     def has_gpus(self) -> bool:
         return self.total.scalar("gpus") > 0
+
+
+@dataclass
+class MasterRegistry:
+    """What one master instance knows: frameworks, agents and outstanding offers.
+
+    The master, its task calls and the allocator share this object (composition: none of them
+    holds the others).
+    """
+
+    master_id: str
+    frameworks: dict[str, Framework] = field(default_factory=dict)
+    agents: dict[str, AgentRecord] = field(default_factory=dict)
+    offers: dict[str, Offer] = field(default_factory=dict)
+    removed_agent_ids: set[str] = field(default_factory=set)

@@ -11,7 +11,6 @@ same batch (a stop flag summed through the kvstore every batch), saves and exits
 from __future__ import annotations
 
 import sys
-import time
 
 from dl2_mesos.job_runtime import JobRuntime
 from dl2_mesos.programs.common import BatchLoop, SyntheticTask, digest, parse_args

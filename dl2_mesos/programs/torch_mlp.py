@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from datetime import timedelta
 
 from dl2_mesos.job_runtime import JobRuntime

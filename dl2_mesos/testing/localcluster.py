@@ -38,7 +38,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dl2_mesos.localmesos.cli import build_config
+from dl2_mesos.localmesos.local_cluster_cli import build_config
 from dl2_mesos.localmesos.runtime import LocalMesos
 
 logger = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ class LocalCluster:
             "16GiB"/"512MiB" or MiB numbers). Agent i gets ports ``port_base + 1000*i`` ... ``+999``.
         port: master port (0 picks a free one). zk: ``zk://host:port/path`` to register the master
             in ZooKeeper (then ``mesos_master`` is that URL). work_dir: sandbox root (temporary if None).
-        in_subprocess: run ``python -m dl2_mesos.localmesos.cli`` instead of an in-process loop;
+        in_subprocess: run ``python -m dl2_mesos.localmesos.local_cluster_cli`` instead of an in-process loop;
             fault methods then go through the master's ``/local/*`` control endpoints.
         heartbeat_interval, allocation_interval, executor_shutdown_grace_period,
         executor_registration_timeout, status_update_retry_interval: Mesos's timing knobs, in seconds.
@@ -164,7 +164,7 @@ class LocalCluster:
         cmd = [
             sys.executable,
             "-m",
-            "dl2_mesos.localmesos.cli",
+            "dl2_mesos.localmesos.local_cluster_cli",
             "--agents",
             str(o["agents"]),
             "--cpus",

@@ -1,6 +1,7 @@
 """What every baseline shares: growing jobs unit by unit with a per-agent fit check.
 
-Decisions (dl2-facts 5, 10.10, 11.4, 11.6), the same for every baseline:
+Decisions (where the DL2 paper's §6 comparison and the authors' public prototype leave a
+choice open), the same for every baseline:
 
 * Baselines decide **from scratch** every slot, as in the reference: the board starts from the
   agents' available resources with nothing placed; the simulator/framework then keeps running
@@ -11,7 +12,8 @@ Decisions (dl2-facts 5, 10.10, 11.4, 11.6), the same for every baseline:
   on the least-loaded agents that fit each -- exactly what ``place`` will do with them, so
   what a baseline decides is what it gets. A job's first unit is its minimum (``min_ps`` PS,
   ``min_workers`` workers), all or nothing.
-* A unit that fits nowhere is **not** the end of the pass (the prototype's quirk 10.10): that
+* A unit that fits nowhere is **not** the end of the pass (the prototype stopped its whole
+  pass at the first unit that did not fit on the single least-loaded node): that
   job is skipped and the others are still tried.
 """
 
@@ -19,8 +21,44 @@ from __future__ import annotations
 
 from dl2_mesos.allocation import Allocation, JobAllocation
 from dl2_mesos.cluster import ClusterState, JobView
+from dl2_mesos.jobs import JobSpec
 from dl2_mesos.placement import PlacementBoard
 from dl2_mesos.resources import Resources
+
+
+def minimum(spec: JobSpec) -> tuple[int, int]:
+    """(PS, workers) of a job's smallest runnable size: ``min_ps`` (0 without PS), ``min_workers``, each >= 1."""
+    return (max(spec.min_ps, 1) if spec.uses_ps else 0), max(spec.min_workers, 1)
+
+
+def place_tasks(
+    board: PlacementBoard, ps_r: Resources, w_r: Resources, n_ps: int, n_w: int
+) -> list[tuple[str, Resources]] | None:
+    """Place ``n_ps`` PS and ``n_w`` workers on ``board``, all or nothing.
+
+    PS/worker pairs go as co-located bundles while one fits, the rest one task at a time, each
+    on the least-loaded agent that fits (what ``dl2_mesos.placement.place`` does with them).
+    Returns the (agent, demand) placed, or None -- with nothing left charged -- when some task
+    fits nowhere: a job that cannot get its whole minimum books nothing.
+    """
+    placed: list[tuple[str, Resources]] = []
+    bundle_r = ps_r + w_r
+    for _ in range(min(n_ps, n_w)):
+        agent = board.place(bundle_r)
+        if agent is None:
+            break
+        placed.append((agent, bundle_r))
+        n_ps -= 1
+        n_w -= 1
+    for res, n in ((w_r, n_w), (ps_r, n_ps)):
+        for _ in range(n):
+            agent = board.place(res)
+            if agent is None:
+                for a, r in placed:
+                    board.release(a, r)
+                return None
+            placed.append((agent, res))
+    return placed
 
 
 class Grower:
@@ -78,33 +116,9 @@ class Grower:
     def _place_tasks(self, job: JobView, n_ps: int, n_w: int) -> bool:
         """Place n_ps PS and n_w workers (pairs as bundles), all or nothing."""
         ps_r, w_r, bundle_r = self._res(job)
-        board = self.board
-        if n_ps == 1 and n_w == 1:  # the common case: one bundle
-            if board.place(bundle_r) is not None:
-                return True
-        placed: list[tuple[str, Resources]] = []
-        ok = True
-        pairs = min(n_ps, n_w)
-        for _ in range(pairs):
-            agent = board.place(bundle_r)
-            if agent is None:
-                break
-            placed.append((agent, bundle_r))
-            n_ps -= 1
-            n_w -= 1
-        for res, n in ((w_r, n_w), (ps_r, n_ps)):
-            for _ in range(n):
-                agent = board.place(res)
-                if agent is None:
-                    ok = False
-                    break
-                placed.append((agent, res))
-            if not ok:
-                break
-        if not ok:
-            for agent, res in placed:
-                board.release(agent, res)
-        return ok
+        if n_ps == 1 and n_w == 1 and self.board.place(bundle_r) is not None:  # the common case
+            return True
+        return place_tasks(self.board, ps_r, w_r, n_ps, n_w) is not None
 
     def add_unit(self, job: JobView) -> bool:
         """Add one unit (first: the minimum; then a bundle); False (and no change) if it fits nowhere."""
@@ -112,8 +126,7 @@ class Grower:
         ps, w = (c[0], c[1]) if c else (0, 0)
         spec = job.spec
         if ps == 0 and w == 0:
-            add_ps = max(spec.min_ps, 1) if spec.uses_ps else 0
-            add_w = max(spec.min_workers, 1)
+            add_ps, add_w = minimum(spec)
         else:
             add_ps = 1 if (spec.uses_ps and ps < spec.max_ps) else 0
             add_w = 1 if w < spec.max_workers else 0

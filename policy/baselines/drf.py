@@ -1,6 +1,6 @@
 """Dominant Resource Fairness (the default in YARN and Mesos; DL2's supervised teacher).
 
-As in the reference (dl2-facts 5.1): every job starts the slot at share 0; the job with the
+As in the authors' prototype: every job starts the slot at share 0; the job with the
 lowest dominant share (ties: earlier arrival) gets one bundle (1 PS + 1 worker), then is
 re-queued with its new share until it reaches its caps. Unlike the prototype, a bundle that
 fits nowhere drops only that job from the pass; the others keep being served.

@@ -1,14 +1,14 @@
 """First-in-first-out.
 
-As in the reference (dl2-facts 5.2): jobs in arrival order, each grown bundle by bundle up to
+As in the authors' prototype: jobs in arrival order, each grown bundle by bundle up to
 its caps before the next job is served. A job that cannot grow (its next bundle fits nowhere)
-no longer ends the pass: later jobs are still tried (quirk 10.10 fixed), so a small CPU-only
-job can use what a large GPU job leaves.
+no longer ends the pass: later jobs are still tried (the prototype stopped the whole pass
+there), so a small CPU-only job can use what a large GPU job leaves.
 
 ``starter_bundle=True`` first gives every job one bundle (its minimum) in arrival order, as
-the DL2 prototype does for its own policy (dl2-facts 3.3). It is off by default: FIFO does not
-have it in the reference, and it would turn FIFO into a different, fairer policy (ambiguity
-11.6).
+the DL2 prototype does for its own policy (before its network adds single tasks). It is
+off by default: the prototype's FIFO does not have it, and it would turn FIFO into a
+different, fairer policy.
 """
 
 from __future__ import annotations

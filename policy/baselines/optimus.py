@@ -1,6 +1,6 @@
 """Optimus (Peng et al., EuroSys 2018): greedy marginal-gain allocation from a fitted speed model.
 
-Speed estimate (dl2-facts 5.6). Optimus models synchronous training speed as
+Speed estimate (Optimus' performance model). Optimus models synchronous training speed as
 ``f(p, w) = 1 / (a/w + b + c*w/p + d*w + e*p)`` (the batch-size factor folded into ``a``),
 coefficients >= 0. Here it is fitted per job type, by non-negative least squares on
 ``1/f`` weighted by ``f`` (relative error), to the clean measured points of the shipped speed

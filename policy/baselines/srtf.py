@@ -1,8 +1,8 @@
 """Shortest remaining time first.
 
 Like FIFO (jobs grown to their caps one after the other), but in order of **remaining time**
-(ambiguity 11.3): remaining epochs / epochs per second at the size SRTF gives the job when it
-is served -- its caps (``max_ps`` PS, ``max_workers`` workers; the speed model clamps counts
+(as the name says; not the prototype's remaining fraction, see below): remaining epochs /
+epochs per second at the size SRTF gives the job when it is served -- its caps (``max_ps`` PS, ``max_workers`` workers; the speed model clamps counts
 beyond the measured range); ties by arrival. The prototype sorted by remaining *fraction*,
 under which all new jobs tie at 1.0 and SRTF degenerates to FIFO.
 

@@ -4,8 +4,10 @@ A heuristic built to be the DL2 warm-up teacher on loaded clusters, and a baseli
 right. It decides the way the DL2 decision loop can act (``DL2Config.start="current"``):
 
 1. Every job keeps the tasks it runs (nothing is stopped, so nothing is restarted unless it
-   grows). Jobs that run nothing get a starter bundle (1 PS + 1 worker, or 1 worker for jobs
-   without PS) in arrival order while one fits -- exactly the DL2 slot's starter rule.
+   grows). Jobs that run nothing get a starter in arrival order while one fits: their minimum
+   (``min_ps`` PS -- none for jobs without PS -- and ``min_workers`` workers; 1 PS + 1 worker
+   for the usual limits, the DL2 slot's starter bundle), placed all or nothing, spread over
+   agents when it does not fit on one, so a job that cannot start books nothing.
 2. Then greedily, the job with the highest utility takes one step (a bundle, a worker or a PS)
    towards its best *target* size, and its candidate is recomputed. For a job at counts ``c``
    the candidate is the target ``t >= c`` (within caps and the free aggregate capacity) that
@@ -36,6 +38,7 @@ import numpy as np
 from dl2_mesos.allocation import Allocation, JobAllocation
 from dl2_mesos.cluster import ClusterState, JobView
 from dl2_mesos.placement import PlacementBoard
+from dl2_mesos.policy.baselines.common import minimum, place_tasks
 from dl2_mesos.speed_model import default_speed_model
 
 _WORKER, _PS, _BUNDLE = "worker", "ps", "bundle"
@@ -44,17 +47,13 @@ _WORKER, _PS, _BUNDLE = "worker", "ps", "bundle"
 class _JobPlan:
     """Per-job grids for one decision: remaining time and dominant share at every size."""
 
-    def __init__(self, job: JobView, cap: np.ndarray, speed_model, alpha: float) -> None:
+    def __init__(self, job: JobView, cap: np.ndarray, eps: np.ndarray, alpha: float) -> None:
         spec = job.spec
         self.job = job
         self.uses_ps = spec.uses_ps
         max_p = spec.max_ps if spec.uses_ps else 0
         ps_idx = np.arange(max_p + 1)
         w_idx = np.arange(spec.max_workers + 1)
-        eps = np.zeros((max_p + 1, spec.max_workers + 1))
-        for p in ps_idx:
-            for w in w_idx:
-                eps[p, w] = speed_model.epochs_per_second(spec.job_type, int(p), int(w), spec.uses_ps)
         with np.errstate(divide="ignore"):
             t = np.where(eps > 0, job.remaining_epochs / np.maximum(eps, 1e-300), np.inf)
         self.p0, self.w0 = job.num_ps, job.num_workers
@@ -113,6 +112,22 @@ class SRTFGainPolicy:
         self.alpha = float(alpha)
         self.reserve = float(reserve)
         self.speed_model = speed_model if speed_model is not None else default_speed_model()
+        self._eps: dict[tuple[str, int, int, bool], np.ndarray] = {}
+
+    def _speed_grid(self, job: JobView) -> np.ndarray:
+        """epochs/s at every (PS, workers) within the job's caps (cached: the model is fixed)."""
+        spec = job.spec
+        max_p = spec.max_ps if spec.uses_ps else 0
+        key = (spec.job_type, max_p, spec.max_workers, spec.uses_ps)
+        grid = self._eps.get(key)
+        if grid is None:
+            grid = np.zeros((max_p + 1, spec.max_workers + 1))
+            for p in range(max_p + 1):
+                for w in range(spec.max_workers + 1):
+                    grid[p, w] = self.speed_model.epochs_per_second(spec.job_type, p, w, spec.uses_ps)
+            grid.flags.writeable = False
+            self._eps[key] = grid
+        return grid
 
     def decide(self, state: ClusterState) -> Allocation:
         board = PlacementBoard(state.agents)
@@ -143,9 +158,14 @@ class SRTFGainPolicy:
                 c[0] += 1
             return True
 
-        for job in state.jobs:  # 1. starter bundles, arrival order (the DL2 slot's rule)
+        for job in state.jobs:  # 1. starters (each job's minimum, all or nothing), arrival order
             if job.num_ps == 0 and job.num_workers == 0:
-                place(job, _BUNDLE if job.spec.uses_ps else _WORKER)
+                n_ps, n_w = minimum(job.spec)
+                placed = place_tasks(board, job.spec.ps, job.spec.worker, n_ps, n_w)
+                if placed is not None:
+                    for _, d in placed:
+                        free[:] -= (d.cpus, d.gpus, d.mem)
+                    counts[job.job_id] = [n_ps, n_w]
 
         reserve = self.reserve * cap  # kept free for the next arrivals' starters
         plans: dict[int, _JobPlan] = {}
@@ -154,7 +174,7 @@ class SRTFGainPolicy:
             p, w = counts[job.job_id]
             if p == 0 and w == 0:
                 continue  # no room even for its starter
-            plans[i] = plan = _JobPlan(job, cap, self.speed_model, self.alpha)
+            plans[i] = plan = _JobPlan(job, cap, self._speed_grid(job), self.alpha)
             c = plan.candidate(p, w, free - reserve)
             if c is not None:
                 heap.append((-c[0], i, c[1], c[2]))

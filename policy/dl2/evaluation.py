@@ -4,7 +4,8 @@ Every policy runs once per seed on the same generated traces; the result has the
 shape as ``dl2 simulate --json`` (``{"policies": {name: {"avg_jct", "makespan", ..., "runs":
 [...]}}, "config": {...}}``, times in seconds), plus ``ratios``: each policy's mean average JCT
 divided by DRF's and by Optimus's (when those ran), and by ``bound``: the no-queueing lower
-bound on average JCT per seed (:mod:`dl2_mesos.policy.sim.bounds`; no policy can go below it).
+bound on average JCT per seed (:mod:`dl2_mesos.policy.sim.bounds`; no policy can go below it),
+and ``load``: the offered load rho per seed (:mod:`dl2_mesos.policy.sim.load`).
 """
 
 from __future__ import annotations
@@ -33,21 +34,11 @@ def _mean_ci(values: list[float]) -> tuple[float, float | None]:
 
 
 def _one(task: tuple[str, str | None, str, int, int | None]) -> tuple[str, int, dict[str, Any]]:
+    from dl2_mesos.policy.sim.matrix import run_one
+
     name, model_path, preset_name, seed, max_slots = task
-    import torch
-
-    torch.set_num_threads(1)
-    from dl2_mesos.policy.registry import make_policy
-    from dl2_mesos.policy.sim.config import preset
-    from dl2_mesos.policy.sim.simulator import run
-    from dl2_mesos.policy.sim.trace import generate_trace
-
-    sc, tc = preset(preset_name)
-    if max_slots is not None:
-        sc = replace(sc, max_slots=max_slots)
-    kwargs = {"model_path": model_path} if (name == "dl2" and model_path) else {}
-    m = run(make_policy(name, **kwargs), sc, generate_trace(tc, seed), seed=seed)
-    return name, seed, m.to_dict()
+    _, _, _, d = run_one((name, model_path, preset_name, seed, max_slots, True))
+    return name, seed, d
 
 
 def evaluate(
@@ -80,9 +71,14 @@ def evaluate(
             if progress:
                 progress(name, seed)
     from dl2_mesos.policy.sim.bounds import avg_jct_lower_bound
+    from dl2_mesos.policy.sim.load import mean_load, offered_load
     from dl2_mesos.policy.sim.trace import generate_trace
 
-    per_seed = {int(s): avg_jct_lower_bound(sc, generate_trace(tc, int(s))) for s in seeds}
+    traces = {int(s): generate_trace(tc, int(s)) for s in seeds}
+    per_seed = {s: avg_jct_lower_bound(sc, tr) for s, tr in traces.items()}
+    loads = {s: offered_load(sc, tr) for s, tr in traces.items()}
+    rho, bottleneck = mean_load(list(loads.values()))
+    load = {"rho": rho, "bottleneck": bottleneck, "per_seed": {str(s): x.rho for s, x in loads.items()}}
     b_mean, b_half = _mean_ci(list(per_seed.values()))
     bound = {"avg_jct": b_mean, "avg_jct_ci95": b_half, "per_seed": {str(s): v for s, v in per_seed.items()}}
     results: dict[str, dict[str, Any]] = {}
@@ -106,6 +102,7 @@ def evaluate(
         "policies": results,
         "ratios": ratios,
         "bound": bound,
+        "load": load,
         "config": {
             "preset": preset_name,
             "trace_file": None,
@@ -121,7 +118,12 @@ def evaluate(
 def format_table(doc: dict[str, Any]) -> str:
     """A plain-text table of the evaluation (JCT in slots and seconds, ratios to DRF/Optimus)."""
     slot_s = float(doc["config"]["sim"]["slot_seconds"])
-    lines = [f"{'policy':<9} {'avg JCT (s)':>16} {'avg JCT (slots)':>16} {'makespan (slots)':>17} "
+    lines = []
+    load = doc.get("load")
+    if load:
+        each = ", ".join(f"{s}: {v:.2f}" for s, v in load["per_seed"].items())
+        lines.append(f"offered load rho {load['rho']:.2f} (bottleneck {load['bottleneck']}; per seed {each})")
+    lines += [f"{'policy':<9} {'avg JCT (s)':>16} {'avg JCT (slots)':>16} {'makespan (slots)':>17} "
              f"{'rescales':>9} {'gpu util':>9} {'vs DRF':>7} {'vs Optimus':>10} {'vs bound':>9}"]
     for name, r in doc["policies"].items():
         ci = r.get("avg_jct_ci95")

@@ -14,7 +14,7 @@ Update (one per mini-batch): advantage ``A = G - V(s)`` from the critic (ablatio
 ``G`` minus the replay buffer's mean return), normalised over the batch; policy loss
 ``-mean(A * log pi(a|s)) - beta * H(pi(.|s))`` where ``log pi`` is computed by the *current*
 actor on the masked, renormalised distribution (the prototype fed stale sampling-time
-probabilities, dl2-facts 10.2); critic loss ``MSE(V(s), G)``. Entropy weight ``beta`` decays
+probabilities in place of the network's output); critic loss ``MSE(V(s), G)``. Entropy weight ``beta`` decays
 exponentially from ``entropy_start`` to ``entropy_end``.
 """
 

@@ -6,7 +6,7 @@ by diffing them against the slot's starting counts (see :mod:`~dl2_mesos.policy.
 window by window, for each job in arrival order, ``min(dPS, dW)`` bundle actions, then the
 remaining worker actions, then the remaining PS actions -- each labelled in the state reached
 so far -- and finally the **void** action for the window (the prototype never labelled void,
-so its network could not learn when to stop, dl2-facts 10.5). Increments that are masked
+so its network could not learn when to stop). Increments that are masked
 (caps, no fit) are skipped.
 
 With ``start="current"`` only jobs that run nothing at the slot start get increments by

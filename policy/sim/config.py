@@ -1,6 +1,7 @@
 """Simulator and trace-generator settings, and the named presets.
 
-Presets (decision for dl2-facts section 11.7):
+Presets (the paper's settings leave the scale of a "small" and a "large" run open, and in the
+prototype's 48-node configuration most baselines never finish; these are the two setups used):
 
 ``reference``
     The paper's large simulation: 500 nodes of 8 CPUs / 2 GPUs / 48 GiB, 200 jobs, 20-minute
@@ -15,18 +16,37 @@ Presets (decision for dl2-facts section 11.7):
     comparable.
 ``tiny``
     3 nodes, 6 short jobs (``MAX_NUM_EPOCHS`` 3000), 2 arrivals per slot: for fast tests.
+
+Contended presets (offered load rho as defined in :mod:`dl2_mesos.policy.sim.load`; the
+figures are the mean over seeds 101-110, CPUs the bottleneck). ``reference`` is idle
+(rho ~0.25): every sensible policy is near the bound there, so it cannot separate schedulers.
+
+``paper-rho1``, ``paper-rho2``
+    Paper scale (500 reference nodes, the reference job mix and lengths) with the arrivals
+    scaled: the Google pattern for cap 40 (4x ``reference``'s cap), 800 jobs -> rho ~0.98;
+    the same pattern with ``arrival_scale`` 2, 1600 jobs -> rho ~1.99.
+``testbed-rho2``
+    Testbed scale (13 nodes), ``small``'s arrivals, 33 jobs -> rho ~2.0 (1.6-2.9 per seed).
+``sweep-rho0.25`` ... ``sweep-rho4``
+    The load sweep: ``reference``'s trace (200 jobs, same seed -> same trace at every point)
+    on 500, 240, 120, 60 and 30 nodes -> rho ~0.25, 0.52, 1.03, 2.06, 4.1 (rho scales as
+    1 / nodes). :data:`SWEEP` lists them in load order.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from dl2_mesos.errors import ConfigError
+from dl2_mesos.policy.sim.augment import AugmentConfig
 from dl2_mesos.job_types import get_job_type, job_type_names
 from dl2_mesos.resources import Resources
 
-#: The reference node: 8 CPU cores, 2 GPUs, 48 GiB (dl2-facts 1.2/1.3).
+#: The reference node: 8 CPU cores, 2 GPUs, 48 GiB (the simulator's node in the authors'
+#: prototype; the testbed servers of DL2 §6.2 differ).
 REFERENCE_AGENT = Resources(cpus=8.0, gpus=2.0, mem=48 * 1024.0)
 ARRIVAL_PROCESSES = ("poisson", "google", "uniform")
 
@@ -124,6 +144,14 @@ class TraceConfig:
         fixed_length: True -> exactly fraction x max_epochs; False -> times U{0.90, ..., 1.09}.
         max_ps, max_workers: per-job caps written into each job spec.
         slot_seconds: slot length used to turn arrival slots into arrival times.
+        arrival_scale: multiplies the arrivals of every slot (after the cap), carrying the
+            fractional part to the next slot, so 2.0 gives twice the arrival rate with the
+            same pattern shape (how the contended presets raise the offered load); 1.0 leaves
+            the process unchanged.
+        files: CSV trace files to draw episodes from instead of generating (a ``trace:``
+            preset); the seed picks one file and drives ``augment``; the generator fields
+            above are then unused.
+        augment: how each episode is drawn from a file (:mod:`dl2_mesos.policy.sim.augment`).
     """
 
     num_jobs: int = 200
@@ -135,9 +163,15 @@ class TraceConfig:
     max_ps: int = 16
     max_workers: int = 16
     slot_seconds: float = 1200.0
+    arrival_scale: float = 1.0
+    files: tuple[str, ...] = ()
+    augment: AugmentConfig | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "job_types", tuple(self.job_types))
+        object.__setattr__(self, "files", tuple(str(f) for f in self.files))
+        if self.augment is not None and not isinstance(self.augment, AugmentConfig):
+            raise ConfigError("TraceConfig.augment: must be an AugmentConfig")
         if self.num_jobs < 1:
             raise ConfigError(f"TraceConfig.num_jobs: must be >= 1, got {self.num_jobs}")
         if self.arrival not in ARRIVAL_PROCESSES:
@@ -163,6 +197,8 @@ class TraceConfig:
             raise ConfigError("TraceConfig.max_ps / max_workers: must be >= 1")
         if not self.slot_seconds > 0:
             raise ConfigError(f"TraceConfig.slot_seconds: must be > 0, got {self.slot_seconds}")
+        if not (math.isfinite(self.arrival_scale) and self.arrival_scale > 0):
+            raise ConfigError(f"TraceConfig.arrival_scale: must be > 0, got {self.arrival_scale}")
 
     def to_dict(self) -> dict:
         return {
@@ -175,6 +211,9 @@ class TraceConfig:
             "max_ps": self.max_ps,
             "max_workers": self.max_workers,
             "slot_seconds": self.slot_seconds,
+            "arrival_scale": self.arrival_scale,
+            "files": list(self.files),
+            "augment": None if self.augment is None else self.augment.to_dict(),
         }
 
 
@@ -191,19 +230,128 @@ PRESETS: dict[str, tuple[SimConfig, TraceConfig]] = {
         SimConfig(num_agents=3),
         TraceConfig(num_jobs=6, arrival="uniform", max_arrivals_per_slot=2, max_epochs=3000.0),
     ),
+    "paper-rho1": (
+        SimConfig(num_agents=500),
+        TraceConfig(num_jobs=800, arrival="google", max_arrivals_per_slot=40, max_epochs=30000.0),
+    ),
+    "paper-rho2": (
+        SimConfig(num_agents=500),
+        TraceConfig(
+            num_jobs=1600, arrival="google", max_arrivals_per_slot=40, max_epochs=30000.0, arrival_scale=2.0
+        ),
+    ),
+    "testbed-rho2": (
+        SimConfig(num_agents=13),
+        TraceConfig(num_jobs=33, arrival="google", max_arrivals_per_slot=3, max_epochs=30000.0),
+    ),
+}
+
+#: The load sweep, in load order: (preset name, nodes); the trace is ``reference``'s.
+SWEEP: tuple[tuple[str, int], ...] = (
+    ("sweep-rho0.25", 500),
+    ("sweep-rho0.5", 240),
+    ("sweep-rho1", 120),
+    ("sweep-rho2", 60),
+    ("sweep-rho4", 30),
+)
+PRESETS.update({name: (SimConfig(num_agents=nodes), PRESETS["reference"][1]) for name, nodes in SWEEP})
+
+#: The contended presets of the evaluation matrix (after the sweep).
+CONTENDED: tuple[str, ...] = ("paper-rho1", "paper-rho2", "testbed-rho2")
+
+
+TRACE_PREFIX = "trace:"
+# trace-preset option -> (AugmentConfig field or None for the cluster options, parser)
+_TRACE_OPTIONS = {
+    "base": (None, str),
+    "agents": (None, int),
+    "window": ("window_seconds", float),
+    "rate": ("rate", float),
+    "jitter": ("jitter_seconds", float),
+    "resample": ("resample", lambda v: {"1": True, "true": True, "0": False, "false": False}[v.lower()]),
+    "length_jitter": ("length_jitter", float),
+    "max_jobs": ("max_jobs", int),
 }
 
 
-def preset(name: str) -> tuple[SimConfig, TraceConfig]:
-    """The named preset.
+def trace_preset_name(
+    files: list[str], base: str = "small", agents: int | None = None, augment: AugmentConfig | None = None
+) -> str:
+    """The ``trace:`` preset name that draws episodes from ``files`` (see :func:`preset`).
 
     Raises:
-        ConfigError: unknown name (the message lists the known ones).
+        ConfigError: no file, or a path with a character the name reserves (``|``, ``;``, ``,``).
     """
+    if not files:
+        raise ConfigError("a trace preset needs at least one trace file")
+    for f in files:
+        if any(c in str(f) for c in "|;,"):
+            raise ConfigError(f"trace file path {str(f)!r}: must not contain '|', ';' or ','")
+    parts = ["|".join(str(f) for f in files), f"base={base}"]
+    if agents is not None:
+        parts.append(f"agents={agents}")
+    aug = augment or AugmentConfig()
+    for key, (field_name, _) in _TRACE_OPTIONS.items():
+        if field_name is not None and getattr(aug, field_name) != getattr(AugmentConfig(), field_name):
+            v = getattr(aug, field_name)
+            parts.append(f"{key}={int(v) if isinstance(v, bool) else v}")
+    return TRACE_PREFIX + ";".join(parts)
+
+
+def _trace_preset(name: str) -> tuple[SimConfig, TraceConfig]:
+    head, *opts = name[len(TRACE_PREFIX) :].split(";")
+    files = tuple(f for f in head.split("|") if f)
+    if not files:
+        raise ConfigError(f"preset {name!r}: names no trace file (trace:FILE[|FILE...][;key=value...])")
+    cluster: dict = {"base": "small", "agents": None}
+    aug: dict = {}
+    for opt in opts:
+        key, sep, value = opt.partition("=")
+        if not sep or key not in _TRACE_OPTIONS:
+            raise ConfigError(f"preset {name!r}: bad option {opt!r}; known: {', '.join(_TRACE_OPTIONS)}")
+        field_name, parse = _TRACE_OPTIONS[key]
+        try:
+            v = parse(value)
+        except (ValueError, KeyError):
+            raise ConfigError(f"preset {name!r}: option {key}={value!r} is not valid") from None
+        if field_name is None:
+            cluster[key] = v
+        else:
+            aug[field_name] = v
+    if cluster["base"].startswith(TRACE_PREFIX):
+        raise ConfigError(f"preset {name!r}: base must be a named preset")
+    sim, _ = preset(cluster["base"])
+    if cluster["agents"] is not None:
+        if cluster["agents"] < 1:
+            raise ConfigError(f"preset {name!r}: agents must be >= 1")
+        sim = replace(sim, num_agents=cluster["agents"], agents=None)
+    for f in files:
+        if not Path(f).is_file():
+            raise ConfigError(f"preset {name!r}: no trace file {f!r}")
+    augment = AugmentConfig(**aug) if aug else None
+    return sim, TraceConfig(slot_seconds=sim.slot_seconds, files=files, augment=augment)
+
+
+def preset(name: str) -> tuple[SimConfig, TraceConfig]:
+    """The named preset, or a trace preset ``trace:FILE[|FILE...][;key=value...]``.
+
+    A trace preset draws every episode from CSV trace files (your cluster's history): the seed
+    picks a file and drives the augmentation. Options: ``base`` (the preset whose cluster and
+    slot length are used, default ``small``), ``agents`` (node count), and the augmentation of
+    :class:`~dl2_mesos.policy.sim.augment.AugmentConfig`: ``window`` (seconds), ``rate``,
+    ``jitter`` (seconds), ``resample`` (0/1), ``length_jitter``, ``max_jobs``. Build one with
+    :func:`trace_preset_name`. Being a plain name, it works wherever a preset does (training,
+    evaluation, worker processes).
+
+    Raises:
+        ConfigError: unknown name (the message lists the known ones), bad option, missing file.
+    """
+    if isinstance(name, str) and name.startswith(TRACE_PREFIX):
+        return _trace_preset(name)
     try:
         return PRESETS[name]
     except KeyError:
-        raise ConfigError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}") from None
+        raise ConfigError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}, or trace:FILE") from None
 
 
 def with_slot_seconds(

@@ -6,16 +6,17 @@ finished) and returns target counts; the simulator places them with the shared
 :func:`dl2_mesos.placement.place`, trains every placed job for the slot with the measured speed
 model, and advances.
 
-Semantics (the reference's, with the choices dl2-facts sections 10 and 11 ask for):
+Semantics (the authors' prototype's, with explicit choices where it is silent or quirky):
 
 * **Arrival.** A job arriving at time ``a`` is first visible at the first slot start ``>= a``
   (generated traces arrive exactly at slot starts). JCT is measured from ``a``.
 * **Progress.** Epochs in a slot = epochs/s(type, PS, workers) x training seconds, where
   epochs/s is the measured table's samples/s divided by the type's ``epoch_size`` (reference),
   times ``1 + speed_noise * U(-1, 1)`` when noise is on. Failed measurements are dropped and
-  counts beyond the measured range are clamped (``dl2_mesos.speed_model``; quirks 10.7, 11.8).
+  counts beyond the measured range are clamped (``dl2_mesos.speed_model``).
   A job needs >= 1 worker (and >= 1 PS if it uses PS) to progress.
-* **Restart cost** (quirk 10.11: the prototype charged nothing). A job that has trained before
+* **Restart cost** (the prototype charged nothing, although DL2 §5 is about
+  making rescaling cheap). A job that has trained before
   and starts a slot with (PS, workers) different from the previous slot -- a grow, a shrink, a
   resume after being preempted -- is charged its restart cost that slot: it trains only
   ``slot_seconds - restart_seconds``. The first launch is free (no checkpoint to restore).
@@ -23,12 +24,14 @@ Semantics (the reference's, with the choices dl2-facts sections 10 and 11 ask fo
   ``restart_seconds``, ``SimConfig.restart_seconds[type]``, ``JobType.restart_seconds``
   (60 s stop + 300 s restore); ``charge_restart_cost=False`` makes it 0. The value charged is
   what ``JobView.restart_cost_seconds`` shows the policy.
-* **Completion, fractional JCT** (ambiguity 11.1). A job whose remaining epochs are reached
+* **Completion, fractional JCT** (the prototype's slot-index arithmetic
+  can be read two ways, one slot apart). A job whose remaining epochs are reached
   mid-slot ends at ``slot_start + restart + remaining / speed``; JCT = end - arrival in
   seconds. So a job that arrives at a slot start and finishes within that slot has
   JCT < one slot. (In the prototype's slot units this is "end = index of the slot it ran in +
   used fraction; JCT = end - arrival slot".) Its tasks are released at the slot end.
-* **Reward** (paper eq. 1): sum over jobs of epochs trained in the slot / the job's epochs.
+* **Reward** (paper eq. 1): sum over jobs of epochs trained in the slot / the job's epochs
+  (:func:`slot_reward`, the one place it is computed).
 * **Stop.** The run ends when every trace job finished, or after ``max_slots`` slots
   (``truncated``; unfinished jobs' JCT censored at the stop time) -- the prototype aborted.
 * **Invalid allocations** (unknown job, limits, aggregate capacity) raise
@@ -80,6 +83,17 @@ class SlotOutcome:
     rescaled: tuple[str, ...]
     done: bool
     granted: Allocation = field(default_factory=Allocation)
+
+
+def slot_reward(trained: Mapping[str, float], total_epochs: Mapping[str, float]) -> float:
+    """The reward of one slot (paper eq. 1): sum over jobs of epochs trained in the slot / the job's epochs.
+
+    The one place the simulator computes it (``SlotOutcome.reward``, ``SlotRecord.reward``).
+    """
+    reward = 0.0
+    for job_id, done in trained.items():
+        reward += done / total_epochs[job_id]
+    return reward
 
 
 class _Job:
@@ -278,8 +292,8 @@ class Simulator:
                     )
                 )
 
-        reward = 0.0
         epochs: dict[str, float] = {}
+        totals: dict[str, float] = {}
         finished: list[str] = []
         rescaled: list[str] = []
         cpu_s = gpu_s = 0.0
@@ -321,11 +335,12 @@ class Simulator:
             job.epochs_done += done_epochs
             job.measured_eps = eps if train_s > 0 else job.measured_eps
             epochs[job.job_id] = done_epochs
-            reward += done_epochs / job.spec.epochs
+            totals[job.job_id] = job.spec.epochs
             d = job.spec.ps.scale(g.num_ps) + job.spec.worker.scale(g.num_workers)
             cpu_s += d.cpus * held_s
             gpu_s += d.gpus * held_s
 
+        reward = slot_reward(epochs, totals)
         if finished:
             gone = set(finished)
             tasks = [t for t in tasks if t.job_id not in gone]
@@ -429,4 +444,4 @@ def run(
     return sim.metrics(getattr(policy, "name", type(policy).__name__))
 
 
-__all__ = ["SlotOutcome", "Simulator", "run"]
+__all__ = ["SlotOutcome", "Simulator", "run", "slot_reward"]

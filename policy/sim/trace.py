@@ -36,7 +36,8 @@ Rows are returned sorted by (arrival time, job id).
 
 Generation (``generate_trace``) follows the prototype's ``trace.py``: slot ``t`` gets
 ``min(cap, n_t)`` jobs where ``n_t`` is Poisson(cap), the Google pattern (with a random start
-offset 0..4) or the cap itself; each job draws its type uniformly from the configured types;
+offset 0..4) or the cap itself (times ``arrival_scale``, the fractional part carried to the
+next slot); each job draws its type uniformly from the configured types;
 its length is the type's fraction of ``max_epochs`` (times U{0.90..1.09} when not fixed);
 jobs arrive at the start of their slot. Deterministic for a given seed.
 """
@@ -57,6 +58,7 @@ import numpy as np
 from dl2_mesos.errors import ConfigError, InvalidJobSpec, TraceFormatError
 from dl2_mesos.job_types import get_job_type
 from dl2_mesos.jobs import JobSpec
+from dl2_mesos.policy.sim.augment import augment
 from dl2_mesos.policy.sim.config import TraceConfig
 from dl2_mesos.resources import Resources
 
@@ -137,12 +139,51 @@ def _arrivals_per_slot(cfg: TraceConfig, rng: np.random.Generator):
             yield cap
 
 
+def _scaled(counts, scale: float):
+    """``counts`` times ``scale``, the fractional part carried to the next slot (no randomness)."""
+    carry = 0.0
+    for c in counts:
+        carry += c * scale
+        n = int(math.floor(carry + 1e-9))
+        carry -= n
+        yield n
+
+
+@lru_cache(maxsize=32)
+def _read_cached(path: str, mtime_ns: int) -> Trace:
+    return read_trace(path)
+
+
+def _from_files(cfg: TraceConfig, seed: int) -> Trace:
+    rng = np.random.default_rng(seed)
+    path = cfg.files[int(rng.integers(0, len(cfg.files)))] if len(cfg.files) > 1 else cfg.files[0]
+    source = _read_cached(path, Path(path).stat().st_mtime_ns)
+    if not source:
+        raise ConfigError(f"trace file {path} has no jobs")
+    if cfg.augment is None or cfg.augment.is_identity:
+        return source
+    return augment(source, cfg.augment, rng)
+
+
 def generate_trace(cfg: TraceConfig, seed: int) -> Trace:
-    """A trace of ``cfg.num_jobs`` jobs drawn with ``seed`` (same seed, same trace)."""
+    """A trace of ``cfg.num_jobs`` jobs drawn with ``seed`` (same seed, same trace).
+
+    With ``cfg.files`` (a ``trace:`` preset) the seed picks one of the files instead and, when
+    ``cfg.augment`` is set, draws an augmented episode from it (:mod:`.augment`).
+
+    Raises:
+        ConfigError: a bad generator setting, or an empty trace file.
+        TraceFormatError, OSError: a trace file that cannot be read.
+    """
+    if cfg.files:
+        return _from_files(cfg, seed)
     rng = np.random.default_rng(seed)
     types = [get_job_type(t) for t in cfg.job_types]
     jobs: list[TraceJob] = []
-    for slot, count in enumerate(_arrivals_per_slot(cfg, rng)):
+    counts = _arrivals_per_slot(cfg, rng)
+    if cfg.arrival_scale != 1.0:
+        counts = _scaled(counts, cfg.arrival_scale)
+    for slot, count in enumerate(counts):
         for _ in range(count):
             if len(jobs) >= cfg.num_jobs:
                 return sort_trace(jobs)

@@ -36,7 +36,7 @@ def test_job_finishes_when_current_workers_finish_despite_an_earlier_failed_work
     new = _task(job.job_id, 3, "worker", 1, "TASK_RUNNING")
     for t in (old, ps, new):
         job.tasks[t.task_id] = t
-        core.task_index[t.task_id] = job.job_id
+        core.book.task_index[t.task_id] = job.job_id
     job.generation = 1
     core.handle(ev.StatusUpdate({"task_id": {"value": new.task_id}, "state": "TASK_FINISHED",
                                  "agent_id": {"value": "a1"}, "uuid": "u"}))

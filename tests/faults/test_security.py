@@ -12,7 +12,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-import requests
 from fastapi.testclient import TestClient
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError

@@ -91,7 +91,7 @@ class FakeExecutor(Executor):
         if isinstance(msg, RescaleRequest):
             first = None
             with self.lock:
-                for task_id, role, rank in msg.assignments:
+                for task_id, _role, rank in msg.assignments:
                     if task_id in self.tasks:
                         self.tasks[task_id]["cluster"] = msg.cluster
                         self.tasks[task_id]["rank"] = rank

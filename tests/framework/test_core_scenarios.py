@@ -226,7 +226,7 @@ def test_repeated_failures_fail_the_job():
     h = Harness(ScriptedPolicy())
     h.register()
     job = h.submit()
-    for i in range(h.cfg.max_task_failures + 1):
+    for _ in range(h.cfg.max_task_failures + 1):
         h.offer(make_offer("a1"))
         h.next_slot()
         w = job.live_tasks("worker")[0]
@@ -239,7 +239,7 @@ def test_waits_for_missing_offer_then_replans_after_timeout():
     policy = ScriptedPolicy()
     h = Harness(policy)
     h.register()
-    job = h.submit()
+    h.submit()
     h.offer(make_offer("a1", cpus=1, gpus=0, mem=8000))  # fits only the PS
     h.tick(h.cfg.offer_wait)
     # placement could only grant a job with a worker nowhere: nothing launched

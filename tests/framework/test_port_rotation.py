@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dl2_mesos.framework.offers import AgentOffers, OfferClaim
+from dl2_mesos.framework.offer_book import AgentOffers, OfferClaim
 from dl2_mesos.resources import Resources
 
 ONE = Resources(1, 0, 1)

@@ -5,7 +5,7 @@ lost (restore the newest checkpoint at once), ``none`` when nothing of the job r
 from __future__ import annotations
 
 from dl2_mesos.framework import events as ev
-from dl2_mesos.framework.records import JobRecord
+from dl2_mesos.framework.records import FrameworkJob
 from dl2_mesos.framework.transitions import previous_stop
 from dl2_mesos.messages import LaunchSpec, RescaleRequest, decode_b64
 
@@ -53,8 +53,8 @@ def test_relaunch_after_a_failed_task_says_crashed_once():
     h.run_all(job)
     assert previous_stop(job) == "graceful"
     # and the note survives a leader failover (it is in the stored record)
-    assert JobRecord.from_dict(job.to_dict()).previous_stop == job.previous_stop
-    assert all(t.crash_noted for t in JobRecord.from_dict(job.to_dict()).tasks.values() if t.crashed)
+    assert FrameworkJob.from_dict(job.to_dict()).previous_stop == job.previous_stop
+    assert all(t.crash_noted for t in FrameworkJob.from_dict(job.to_dict()).tasks.values() if t.crashed)
 
 
 def test_tasks_lost_with_their_agent_are_a_crash_for_the_replacement_generation():
@@ -81,7 +81,7 @@ def test_decision_from_the_job_record():
     old.pop("previous_stop")
     for t in old["tasks"].values():
         t.pop("crash_noted")
-    assert JobRecord.from_dict(old).previous_stop == "none"  # records written before the field still load
+    assert FrameworkJob.from_dict(old).previous_stop == "none"  # records written before the field still load
     t = next(iter(job.tasks.values()))
     t.killing = False  # TASK_KILLED, but not by the framework
     assert previous_stop(job) == "crashed" and previous_stop(job) == "none"

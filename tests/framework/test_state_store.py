@@ -6,7 +6,7 @@ import pytest
 
 from dl2_mesos.jobs import JobSpec
 from dl2_mesos.framework.kv import FileKV, MemoryKV, StaleVersion, ZooKeeperKV
-from dl2_mesos.framework.records import JobRecord
+from dl2_mesos.framework.records import FrameworkJob
 from dl2_mesos.framework.state_store import CHUNK, StateStore
 
 
@@ -38,7 +38,7 @@ def kv_factory(request, tmp_path):
 
 
 def _job(job_id="j1"):
-    return JobRecord(job_id=job_id, spec=JobSpec(job_type="vgg-16", epochs=5), submitted_at=1.0, arrival_slot=0,
+    return FrameworkJob(job_id=job_id, spec=JobSpec(job_type="vgg-16", epochs=5), submitted_at=1.0, arrival_slot=0,
                      arrival_time=0.0)
 
 

@@ -11,7 +11,8 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import httpx
 import psutil

@@ -7,7 +7,7 @@ import json
 import pytest
 from pymesos import MesosSchedulerDriver
 
-from dl2_mesos.localmesos.launcher import command_argv, executor_environment, format_duration
+from dl2_mesos.localmesos.executor_process import command_argv, executor_environment, format_duration
 from dl2_mesos.localmesos.recordio import encode_record
 from dl2_mesos.localmesos.resources import ResourceBag, ResourceError, parse_size_mib
 from dl2_mesos.localmesos.zk import parse_zk_url

@@ -13,7 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from dl2_mesos.policy.cli import mean_ci, parse_seeds, simulate, trace
-from dl2_mesos.policy.sim.trace import read_trace
+from dl2_mesos.policy.sim.config import preset
+from dl2_mesos.policy.sim.load import offered_load
+from dl2_mesos.policy.sim.trace import generate_trace, read_trace
 
 
 def test_parse_seeds():
@@ -59,6 +61,11 @@ def test_simulate_table_json_and_plot(tmp_path):
     assert "makespan" in drf and "rescales" in drf and drf["runs"][0]["jobs"]
     assert doc["config"]["sim"]["num_agents"] == 3 and doc["config"]["seeds"] == [1, 2]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the offered load of every seed's trace, printed and in the JSON
+    sc, tc = preset("tiny")
+    loads = [offered_load(sc, generate_trace(tc, s)) for s in (1, 2)]
+    assert f"1: {loads[0].rho:.2f}, 2: {loads[1].rho:.2f}" in res.output and "bottleneck cpus" in res.output
+    assert doc["load"]["2"]["rho"] == pytest.approx(loads[1].rho)
 
 
 def test_simulate_replays_a_trace_file(tmp_path):
@@ -72,6 +79,7 @@ def test_simulate_replays_a_trace_file(tmp_path):
     res = runner.invoke(simulate, ["--trace", str(tfile), "--agents", "3", "-p", "optimus", "--seeds", "1"])
     assert res.exit_code == 0, res.output
     assert "optimus" in res.output and f"trace {tfile}" in res.output
+    assert "offered load rho" in res.output
 
 
 def test_generate_overrides(tmp_path):

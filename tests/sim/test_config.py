@@ -51,6 +51,9 @@ def test_bad_sim_config(kw):
         {"max_arrivals_per_slot": 0},
         {"max_epochs": -1},
         {"job_types": ()},
+        {"arrival_scale": 0.0},
+        {"arrival_scale": float("nan")},
+        {"arrival_scale": float("inf")},
     ],
 )
 def test_bad_trace_config(kw):

@@ -194,3 +194,10 @@ def test_mixed_agents(make_job):
     assert st.capacity == Resources(24, 2, 49152 + 65536)
     out = sim.step(Allocation({"a": (5, 5)}))  # 20 cpus of CPU-only tasks over both nodes
     assert out.granted.get_counts("a") == JobAllocation(5, 5)
+
+
+def test_slot_reward_is_progress_over_total_epochs():
+    from dl2_mesos.policy.sim.simulator import slot_reward
+
+    assert slot_reward({"a": 10.0, "b": 5.0}, {"a": 100.0, "b": 50.0, "c": 1.0}) == pytest.approx(0.2)
+    assert slot_reward({}, {}) == 0.0

@@ -62,6 +62,23 @@ def test_google_arrivals_follow_the_pattern():
         generate_trace(TraceConfig(num_jobs=5, arrival="google", max_arrivals_per_slot=7), 0)
 
 
+def test_arrival_scale_multiplies_each_slot_and_carries_the_fraction():
+    base = TraceConfig(num_jobs=9, arrival="uniform", max_arrivals_per_slot=2)
+    doubled = generate_trace(TraceConfig(**{**base.to_dict(), "arrival_scale": 2.0}), 0)
+    assert per_slot(doubled) == {0: 4, 1: 4, 2: 1}
+    halved = generate_trace(TraceConfig(**{**base.to_dict(), "arrival_scale": 0.75}), 0)
+    # 1.5 per slot: 1, 2, 1, 2, ...
+    assert per_slot(halved) == {0: 1, 1: 2, 2: 1, 3: 2, 4: 1, 5: 2}
+    assert generate_trace(TraceConfig(**{**base.to_dict(), "arrival_scale": 1.0}), 0) == generate_trace(base, 0)
+
+
+def test_arrival_scale_keeps_the_google_shape():
+    cfg = TraceConfig(num_jobs=400, arrival="google", max_arrivals_per_slot=10)
+    one = per_slot(generate_trace(cfg, 3))
+    two = per_slot(generate_trace(TraceConfig(**{**cfg.to_dict(), "arrival_scale": 2.0}), 3))
+    assert all(two[t] == 2 * one[t] for t in range(max(two)))  # same offset: same seed, same draw
+
+
 def test_lengths_fixed_and_varied():
     fixed = generate_trace(TraceConfig(num_jobs=40, arrival="uniform", max_epochs=1000.0), 2)
     for j in fixed:

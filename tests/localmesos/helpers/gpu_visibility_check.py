@@ -8,7 +8,7 @@ import pathlib
 import sys
 import tempfile
 
-spec = importlib.util.spec_from_file_location("launcher", "dl2_mesos/localmesos/launcher.py")
+spec = importlib.util.spec_from_file_location("launcher", "dl2_mesos/localmesos/executor_process.py")
 launcher = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(launcher)
 CHECK = (

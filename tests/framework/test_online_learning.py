@@ -7,7 +7,7 @@ import logging
 from dl2_mesos.messages import ProgressReport, encode_b64
 from dl2_mesos.framework import events as ev
 from dl2_mesos.framework.kv import MemoryKV
-from dl2_mesos.framework.online import OnlineLearning
+from dl2_mesos.framework.online_learning import OnlineLearning
 from dl2_mesos.framework.state_store import StateStore
 
 from .conftest import Harness, make_offer
@@ -24,6 +24,12 @@ class FakeAdapter:
     def complete_slot(self, reward):
         had, self.pending = self.pending, False
         return had
+
+    def skip_slot(self):
+        self.pending = False
+
+    def set_version(self, version):
+        pass
 
     def record(self):
         self.pending = True
@@ -123,11 +129,11 @@ def test_dl2_adapter_updates_real_model():
     from dl2_mesos.policy.dl2.config import DL2Config
     from dl2_mesos.policy.dl2.dl2_policy import DL2Policy
     from dl2_mesos.policy.dl2.network import ActorCritic
-    from dl2_mesos.framework.online import DL2Adapter
+    from dl2_mesos.policy.dl2.online_model import DL2OnlineModel
 
     torch.manual_seed(0)
     policy = DL2Policy(net=ActorCritic(DL2Config()))
-    adapter = DL2Adapter(policy)
+    adapter = DL2OnlineModel(policy)
     h = Harness(policy=policy)
     ol = OnlineLearning(h.store, adapter, "dl2", window=5)
     ol.start()
@@ -147,7 +153,7 @@ def test_dl2_adapter_updates_real_model():
     after = policy.net.state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)
     blob = h.store.get_model(2)
-    other = DL2Adapter(DL2Policy(net=ActorCritic(DL2Config())))
+    other = DL2OnlineModel(DL2Policy(net=ActorCritic(DL2Config())))
     other.load(blob)
     assert all(torch.equal(other.policy.net.state_dict()[k], after[k]) for k in after)
 
@@ -171,14 +177,14 @@ def test_dl2_updates_rollbacks_and_resumes_reach_the_decisions():
     import numpy as np
     import torch
 
-    from dl2_mesos.framework.online import DL2Adapter
+    from dl2_mesos.policy.dl2.online_model import DL2OnlineModel
     from dl2_mesos.policy.dl2.config import DL2Config
     from dl2_mesos.policy.dl2.dl2_policy import DL2Policy
     from dl2_mesos.policy.dl2.network import ActorCritic
 
     torch.manual_seed(0)
     policy = DL2Policy(net=ActorCritic(DL2Config()))
-    adapter = DL2Adapter(policy)
+    adapter = DL2OnlineModel(policy)
     store = StateStore(MemoryKV())
     ol = OnlineLearning(store, adapter, "dl2", window=3, margin=0.2, keep=4)
     ol.start()
@@ -206,9 +212,25 @@ def test_dl2_updates_rollbacks_and_resumes_reach_the_decisions():
     assert not adapter.recorder.pending and ol.version == 4
     # a new leader resumes version 4: same weights, and they reach its decisions
     other = DL2Policy(net=ActorCritic(DL2Config()))
-    ol2 = OnlineLearning(store, DL2Adapter(other), "dl2", window=3)
+    ol2 = OnlineLearning(store, DL2OnlineModel(other), "dl2", window=3)
     ol2.start()
     assert ol2.version == 4 and other.version == 4
     assert all(torch.equal(a, b) for a, b in zip(policy.net.actor.parameters(), other.net.actor.parameters()))
     policy = other
     assert decides_with_net()
+
+
+def test_registry_gives_a_learnable_model_only_to_policies_that_learn():
+    """The learner comes from the policy registry by name (not from probing the policy's attributes)."""
+    from dl2_mesos.config import Config
+    from dl2_mesos.framework.runner import make_learner
+    from dl2_mesos.policy.registry import make_online_model, make_policy_with_learner
+    from dl2_mesos.policy_api import OnlineModel
+
+    drf, none = make_policy_with_learner("drf")
+    assert none is None and make_online_model("fifo", drf) is None
+    dl2, model = make_policy_with_learner("dl2")
+    assert isinstance(model, OnlineModel) and model.policy is dl2
+    store = StateStore(MemoryKV())
+    assert make_learner(Config(policy="drf"), drf, store).describe()["learnable"] is False
+    assert make_learner(Config(policy="dl2"), dl2, store).describe()["learnable"] is True

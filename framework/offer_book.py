@@ -1,4 +1,4 @@
-"""Mesos offers: parse their resources, hold them per agent, carve tasks out of them.
+"""The offer book: Mesos offers held per agent, their parsed resources, and carving tasks out of them.
 
 An offer is the v1 JSON dict pymesos hands over (``id``, ``agent_id``, ``hostname``,
 ``resources``: ``[{"name": "cpus", "type": "SCALAR", "scalar": {"value": 4}, "role": ...}]``,
@@ -107,6 +107,62 @@ class AgentOffers:
         return min(self.received.values()) if self.received else 0.0
 
 
+class OfferBook:
+    """Every offer the framework holds, pooled per agent, and the agents' hostnames."""
+
+    def __init__(self) -> None:
+        self.agents: dict[str, AgentOffers] = {}  # held offers per agent
+        self.hostnames: dict[str, str] = {}  # every agent ever offered (tasks outlive offers)
+
+    def __bool__(self) -> bool:
+        return bool(self.agents)
+
+    def add(self, offer: dict[str, Any], now: float) -> None:
+        aid = agent_id_of(offer)
+        self.hostnames[aid] = offer.get("hostname", aid)
+        self.agents.setdefault(aid, AgentOffers(aid, offer.get("hostname", aid))).add(offer, now)
+
+    def get(self, agent_id: str) -> AgentOffers | None:
+        return self.agents.get(agent_id)
+
+    def hostname(self, agent_id: str) -> str:
+        return self.hostnames.get(agent_id, agent_id)
+
+    def rescind(self, oid: str) -> bool:
+        """Forget a rescinded offer; True if it was held."""
+        for aid, ag in list(self.agents.items()):
+            if ag.remove(oid):
+                if not ag.offers:
+                    del self.agents[aid]
+                return True
+        return False
+
+    def forget_agent(self, agent_id: str) -> None:
+        self.agents.pop(agent_id, None)
+
+    def take(self, agent_id: str) -> list[str]:
+        """Hand over every offer held on ``agent_id`` (to be accepted); returns their ids."""
+        return list(self.agents.pop(agent_id).offers)
+
+    def release_all(self) -> list[str]:
+        """Forget every held offer (to decline them, or because the connection died with them)."""
+        ids = [o for ag in self.agents.values() for o in ag.offers]
+        self.agents.clear()
+        return ids
+
+    def expire(self, now: float, hold: float) -> list[str]:
+        """Forget offers held ``hold`` seconds or longer; returns their ids (to decline)."""
+        stale = []
+        for aid, ag in list(self.agents.items()):
+            for oid, since in list(ag.received.items()):
+                if now - since >= hold:
+                    ag.remove(oid)
+                    stale.append(oid)
+            if not ag.offers:
+                del self.agents[aid]
+        return stale
+
+
 class OfferClaim:
     """Scratch accounting while matching tasks to one agent's held offers in a round.
 
@@ -122,6 +178,13 @@ class OfferClaim:
         self.agent = agent
         self.free = agent.free
         self._ports = [list(r) for r in agent.ports]  # mutable [begin, end] ranges
+
+    def checkpoint(self) -> tuple[Resources, list[list[int]]]:
+        """What is still free, to :meth:`rollback` to if a later claim of the same round fails."""
+        return self.free, [list(r) for r in self._ports]
+
+    def rollback(self, checkpoint: tuple[Resources, list[list[int]]]) -> None:
+        self.free, self._ports = checkpoint[0], [list(r) for r in checkpoint[1]]
 
     def _pick(self, n: int) -> list[int]:
         """The first ``n`` free ports after this agent's cursor, wrapping around."""

@@ -13,14 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .protocol import now
 from .resources import ResourceBag
-from .state import AgentRecord, Framework, Offer, RefuseFilter
-
-if TYPE_CHECKING:
-    from .master import Master
+from .state import AgentRecord, Framework, MasterRegistry, Offer, RefuseFilter
 
 logger = logging.getLogger(__name__)
 MAX_REFUSE_SECONDS = 365 * 86400.0
@@ -28,10 +25,10 @@ BATCH_SECONDS = 0.05  # shortest wait between triggered allocation cycles
 
 
 class Allocator:
-    """Creates offers for ``master``; runs as an asyncio task on the master's loop."""
+    """Creates offers from ``registry`` (the master's); runs as an asyncio task on the master's loop."""
 
-    def __init__(self, master: Master, interval: float) -> None:
-        self.master = master
+    def __init__(self, registry: MasterRegistry, interval: float) -> None:
+        self.registry = registry
         self.interval = interval
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
@@ -78,8 +75,8 @@ class Allocator:
 
     def offered(self, agent_id: str) -> ResourceBag:
         total = ResourceBag()
-        for oid in self.master.agents[agent_id].offers:
-            total = total + self.master.offers[oid].resources
+        for oid in self.registry.agents[agent_id].offers:
+            total = total + self.registry.offers[oid].resources
         return total
 
     def available(self, agent: AgentRecord) -> ResourceBag:
@@ -89,7 +86,7 @@ class Allocator:
         """Resources of live tasks and executors, per agent: one pass over every framework's tasks
         (a cycle used to rescan all tasks for each agent: O(agents x tasks), seconds at 500 agents)."""
         used: dict[str, ResourceBag] = {}
-        for fw in self.master.frameworks.values():
+        for fw in self.registry.frameworks.values():
             for task in fw.tasks.values():
                 if task.uses_resources:
                     used[task.agent_id] = used.get(task.agent_id, ResourceBag()) + task.resources
@@ -105,7 +102,7 @@ class Allocator:
         needs. Summing whole ResourceBags merged every task's port ranges, quadratic in tasks."""
         alloc = dict.fromkeys(self._SHARE_KINDS, 0.0)
         bags = [t.resources for t in fw.tasks.values() if t.uses_resources]
-        bags += [self.master.offers[oid].resources for oid in fw.offers]
+        bags += [self.registry.offers[oid].resources for oid in fw.offers]
         for bag in bags:
             for k in self._SHARE_KINDS:
                 alloc[k] += bag.scalar(k)
@@ -113,7 +110,7 @@ class Allocator:
 
     def _totals(self) -> dict[str, float]:
         totals = dict.fromkeys(self._SHARE_KINDS, 0.0)
-        for agent in self.master.agents.values():
+        for agent in self.registry.agents.values():
             for k in self._SHARE_KINDS:
                 totals[k] += agent.total.scalar(k)
         return totals
@@ -129,9 +126,9 @@ class Allocator:
 
     # ---- the cycle ------------------------------------------------------------------------
     def allocate(self) -> None:
-        master = self.master
+        registry = self.registry
         at = now()
-        candidates = [f for f in master.frameworks.values() if f.connected and not f.suppressed]
+        candidates = [f for f in registry.frameworks.values() if f.connected and not f.suppressed]
         if not candidates:
             return
         totals = self._totals()
@@ -141,7 +138,7 @@ class Allocator:
         allocated = {f.id: self._allocated(f) for f in candidates}
         shares = {fid: self._share_of(a, totals) for fid, a in allocated.items()}
         new_offers: dict[str, list[Offer]] = defaultdict(list)
-        for agent in list(master.agents.values()):
+        for agent in list(registry.agents.values()):
             avail = agent.total - used.get(agent.agent_id, ResourceBag()) - self.offered(agent.agent_id)
             if not avail.allocatable():
                 continue
@@ -156,23 +153,23 @@ class Allocator:
                 shares[fw.id] = self._share_of(allocated[fw.id], totals)
                 break
         for fid, offers in new_offers.items():
-            fw = master.frameworks[fid]
+            fw = registry.frameworks[fid]
             fw.send({"type": "OFFERS", "offers": {"offers": [self.offer_json(o) for o in offers]}})
             logger.debug("offered %d offers to %s", len(offers), fid)
 
     def _make_offer(self, fw: Framework, agent: AgentRecord, resources: ResourceBag) -> Offer:
         self._offer_seq += 1
-        offer = Offer(f"{self.master.id}-O{self._offer_seq}", fw.id, agent.agent_id, resources)
-        self.master.offers[offer.offer_id] = offer
+        offer = Offer(f"{self.registry.master_id}-O{self._offer_seq}", fw.id, agent.agent_id, resources)
+        self.registry.offers[offer.offer_id] = offer
         fw.offers.add(offer.offer_id)
         agent.offers.add(offer.offer_id)
         return offer
 
     def offer_json(self, offer: Offer) -> dict[str, Any]:
         """mesos.proto ``Offer``."""
-        master = self.master
-        agent = master.agents[offer.agent_id]
-        fw = master.frameworks[offer.framework_id]
+        registry = self.registry
+        agent = registry.agents[offer.agent_id]
+        fw = registry.frameworks[offer.framework_id]
         executor_ids = [{"value": eid} for eid in sorted(fw.executors.get(offer.agent_id, {}))]
         return {
             "id": {"value": offer.offer_id},
@@ -193,16 +190,16 @@ class Allocator:
     # ---- removal --------------------------------------------------------------------------
     def remove_offer(self, offer_id: str, rescind: bool) -> Offer | None:
         """Drop an outstanding offer (its resources become available again)."""
-        master = self.master
-        offer = master.offers.pop(offer_id, None)
+        registry = self.registry
+        offer = registry.offers.pop(offer_id, None)
         if offer is None:
             return None
-        fw = master.frameworks.get(offer.framework_id)
+        fw = registry.frameworks.get(offer.framework_id)
         if fw is not None:
             fw.offers.discard(offer_id)
             if rescind:
                 fw.send({"type": "RESCIND", "rescind": {"offer_id": {"value": offer_id}}})
-        agent = master.agents.get(offer.agent_id)
+        agent = registry.agents.get(offer.agent_id)
         if agent is not None:
             agent.offers.discard(offer_id)
         return offer

@@ -12,6 +12,7 @@ import os
 import signal
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -35,7 +36,7 @@ def build_config(
     allocation_interval: float,
     port_base: int,
     attributes: tuple[str, ...] = (),
-    **agent_options: float,
+    **agent_options: Any,
 ) -> ClusterConfig:
     """Turn CLI-style options into a ClusterConfig (also used by LocalCluster)."""
     extra: list[tuple[str, str]] = []

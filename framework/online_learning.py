@@ -2,9 +2,9 @@
 
 The core calls :meth:`OnlineLearning.end_slot` with the reward of the slot that just ended
 (sum over jobs of epochs trained in the slot / the job's total epochs, from reported progress)
-and :meth:`begin_slot` after each decision. With a learnable model (a :class:`ModelAdapter`,
-for ``dl2`` the :class:`DL2Adapter` over ``policy/dl2/online.py``) each completed slot is one
-experience; the trainer updates the weights and the new version is written to the state store
+and :meth:`begin_slot` after each decision. With a learnable model (an
+:class:`~dl2_mesos.policy_api.OnlineModel` the policy registry builds, for ``dl2`` over its
+experience recorder and trainer) each completed slot is one experience; the trainer updates the weights and the new version is written to the state store
 (``models/...``), so a new leader resumes from it. When the mean reward of the last
 ``online_window`` slots falls below ``(1 - rollback_margin)`` x the mean the starting model
 achieved over its first window, the previous version is restored and the reason logged.
@@ -13,108 +13,13 @@ achieved over its first window, the previous version is restored and the reason 
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 from collections import deque
-from typing import Any, Protocol
+from typing import Any
 
+from dl2_mesos.policy_api import OnlineModel
 from dl2_mesos.framework.state_store import StateStore
 
 logger = logging.getLogger(__name__)
-
-
-class ModelAdapter(Protocol):
-    """What online learning needs from a learnable policy."""
-
-    def complete_slot(self, reward: float) -> bool:
-        """Attach ``reward`` to the experience recorded at the last decision; True if there was one."""
-        ...
-
-    def update(self) -> bool:
-        """Train on the completed experience; True when the weights changed."""
-        ...
-
-    def dump(self) -> bytes:
-        ...
-
-    def load(self, blob: bytes) -> None:
-        ...
-
-    # Optional (looked up with getattr): ``skip_slot()`` drops the experience of a slot that
-    # gets no reward (idle cluster); ``set_version(v)`` tells the model its store version.
-
-
-class DL2Adapter:
-    """:class:`ModelAdapter` over ``DL2Policy`` + ``ExperienceRecorder`` + ``OnlineTrainer``."""
-
-    def __init__(self, policy: Any) -> None:
-        from dl2_mesos.policy.dl2.online import ExperienceRecorder, OnlineTrainer
-
-        self.policy = policy
-        if policy.recorder is None:
-            policy.recorder = ExperienceRecorder()
-        self.recorder = policy.recorder
-        self.trainer = OnlineTrainer(policy.net, version=policy.version)
-
-    def complete_slot(self, reward: float) -> bool:
-        return self.recorder.complete_slot(reward=reward) is not None
-
-    def skip_slot(self) -> None:
-        """Drop the pending experience of a slot without reward (no job was active: nothing
-        was decided, and the recorder would otherwise warn about it at the next decision)."""
-        if self.recorder.pending:
-            self.recorder.complete_slot(reward=0.0)
-            self.recorder.completed.pop()
-
-    def set_version(self, version: int) -> None:
-        """Label the model (and the experience recorded from now on) with its store version."""
-        self.policy.version = self.trainer.version = int(version)
-
-    def _weights_changed(self) -> None:
-        # the policy decides with a numpy copy of the actor: refresh it, or an update (or a
-        # rollback / resume) would never reach a decision
-        reload = getattr(self.policy, "reload_weights", None)
-        if reload is not None:
-            reload()
-
-    def update(self) -> bool:
-        exps = self.recorder.drain()
-        if not exps:
-            return False
-        self.policy.net.train()
-        try:
-            stats = self.trainer.update(exps)
-        finally:
-            self.policy.net.eval()
-        self.policy.version = self.trainer.version
-        changed = stats.get("samples", 0.0) > 0
-        if changed:
-            self._weights_changed()
-        return changed
-
-    def dump(self) -> bytes:
-        fd, path = tempfile.mkstemp(suffix=".pt")
-        os.close(fd)
-        try:
-            self.trainer.save(path)
-            with open(path, "rb") as fh:
-                return fh.read()
-        finally:
-            os.unlink(path)
-
-    def load(self, blob: bytes) -> None:
-        from dl2_mesos.policy.dl2.checkpoint import load_checkpoint
-
-        fd, path = tempfile.mkstemp(suffix=".pt")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(blob)
-            loaded = load_checkpoint(path)
-        finally:
-            os.unlink(path)
-        self.policy.net.load_state_dict(loaded.net.state_dict())
-        self.policy.net.eval()
-        self._weights_changed()
 
 
 class OnlineLearning:
@@ -130,7 +35,7 @@ class OnlineLearning:
         keep: model versions kept in the store.
     """
 
-    def __init__(self, store: StateStore, adapter: ModelAdapter | None, policy_name: str, *,
+    def __init__(self, store: StateStore, adapter: OnlineModel | None, policy_name: str, *,
                  enabled: bool = True, window: int = 10, margin: float = 0.2, keep: int = 5) -> None:
         self.store = store
         self.adapter = adapter
@@ -164,9 +69,8 @@ class OnlineLearning:
         self.store.put_models(self.info)
 
     def _tell_version(self, version: int) -> None:
-        set_version = getattr(self.adapter, "set_version", None)
-        if set_version is not None:
-            set_version(version)
+        if self.adapter is not None:
+            self.adapter.set_version(version)
 
     @property
     def version(self) -> int | None:
@@ -182,9 +86,8 @@ class OnlineLearning:
         neither counts towards a rollback nor becomes experience.
         """
         if reward is None:
-            skip = getattr(self.adapter, "skip_slot", None)
-            if skip is not None:
-                skip()
+            if self.adapter is not None:
+                self.adapter.skip_slot()
             return
         self.rewards.append(reward)
         info = self.info
@@ -213,6 +116,7 @@ class OnlineLearning:
         parent = info.get("current")
         version = max(self.store.model_versions() + [int(parent or 0)]) + 1
         self._tell_version(version)
+        assert self.adapter is not None  # only a learnable model gets new versions
         self.store.put_model(version, self.adapter.dump(), {"parent": parent, "reason": reason})
         info["current"] = version
         info["history"] = (info.get("history", []) + [version])[-self.keep:]
@@ -237,6 +141,7 @@ class OnlineLearning:
         if blob is None:
             logger.error("online learning: cannot roll back, version %s missing", prev)
             return False
+        assert self.adapter is not None  # only a learnable model has versions to roll back to
         self.adapter.load(blob)
         self._tell_version(int(prev))
         reason = (f"mean reward {mean:.4f} over the last {len(recent)} slots is below "

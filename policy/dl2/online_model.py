@@ -1,0 +1,85 @@
+"""DL2's learnable model on the cluster: what the framework's online learning drives.
+
+The framework supplies each slot's reward (§4.3, eq. (1)); the policy records its own
+inferences while deciding. This adapter attaches the reward to the recorded slot, trains on
+completed slots, and moves the weights in and out of the framework's model store.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+from dl2_mesos.policy.dl2.checkpoint import load_checkpoint
+from dl2_mesos.policy.dl2.dl2_policy import DL2Policy
+from dl2_mesos.policy.dl2.online import ExperienceRecorder, OnlineTrainer
+
+
+class DL2OnlineModel:
+    """:class:`~dl2_mesos.policy_api.OnlineModel` over a ``DL2Policy``, its
+    ``ExperienceRecorder`` and an ``OnlineTrainer``."""
+
+    def __init__(self, policy: DL2Policy) -> None:
+        self.policy = policy
+        if policy.recorder is None:
+            policy.recorder = ExperienceRecorder()
+        self.recorder = policy.recorder
+        self.trainer = OnlineTrainer(policy.net, version=policy.version)
+
+    def complete_slot(self, reward: float) -> bool:
+        return self.recorder.complete_slot(reward=reward) is not None
+
+    def skip_slot(self) -> None:
+        """Drop the pending experience of a slot without reward (no job was active: nothing
+        was decided, and the recorder would otherwise warn about it at the next decision)."""
+        if self.recorder.pending:
+            self.recorder.complete_slot(reward=0.0)
+            self.recorder.completed.pop()
+
+    def set_version(self, version: int) -> None:
+        """Label the model (and the experience recorded from now on) with its store version."""
+        self.policy.version = self.trainer.version = int(version)
+
+    def _weights_changed(self) -> None:
+        # the policy decides with a numpy copy of the actor: refresh it, or an update (or a
+        # rollback / resume) would never reach a decision
+        reload = getattr(self.policy, "reload_weights", None)
+        if reload is not None:
+            reload()
+
+    def update(self) -> bool:
+        exps = self.recorder.drain()
+        if not exps:
+            return False
+        self.policy.net.train()
+        try:
+            stats = self.trainer.update(exps)
+        finally:
+            self.policy.net.eval()
+        self.policy.version = self.trainer.version
+        changed = stats.get("samples", 0.0) > 0
+        if changed:
+            self._weights_changed()
+        return changed
+
+    def dump(self) -> bytes:
+        fd, path = tempfile.mkstemp(suffix=".pt")
+        os.close(fd)
+        try:
+            self.trainer.save(path)
+            with open(path, "rb") as fh:
+                return fh.read()
+        finally:
+            os.unlink(path)
+
+    def load(self, blob: bytes) -> None:
+        fd, path = tempfile.mkstemp(suffix=".pt")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(blob)
+            loaded = load_checkpoint(path)
+        finally:
+            os.unlink(path)
+        self.policy.net.load_state_dict(loaded.net.state_dict())
+        self.policy.net.eval()
+        self._weights_changed()

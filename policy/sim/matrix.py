@@ -1,0 +1,307 @@
+"""The evaluation matrix: every policy on the load sweep and the contended presets (``dl2 matrix``).
+
+Each *point* is a preset (:mod:`dl2_mesos.policy.sim.config`): by default the load sweep
+``sweep-rho0.25`` ... ``sweep-rho4`` and the contended presets ``paper-rho1``, ``paper-rho2``,
+``testbed-rho2``. Every policy runs once per held-out seed on the same generated trace (the seed
+draws the trace and the speed noise), restart cost charged as the preset says. Per point the
+matrix reports:
+
+* ``rho``: the mean offered load over the seeds (:mod:`dl2_mesos.policy.sim.load`);
+* every policy's average JCT (mean over seeds of each run's average JCT);
+* ratios of those means: to DRF, to Optimus, to the *best heuristic* (the baseline --
+  ``dl2_mesos.policy.registry.BASELINES`` -- with the lowest mean among those run at that point)
+  and to the no-queueing lower bound (:mod:`dl2_mesos.policy.sim.bounds`);
+* ``wins``: on how many seeds the policy's average JCT is below the best heuristic's.
+
+Runs are spread over worker processes (``spawn``; one thread each), longest first.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from dl2_mesos.policy.sim.config import CONTENDED, SWEEP
+
+#: The default points: the sweep in load order, then the contended presets.
+DEFAULT_POINTS: tuple[str, ...] = tuple(name for name, _ in SWEEP) + CONTENDED
+#: ``--quick``: fewer points (no 500-node presets) and seeds.
+QUICK_POINTS: tuple[str, ...] = ("sweep-rho0.25", "sweep-rho1", "sweep-rho4", "testbed-rho2")
+DEFAULT_SEEDS: tuple[int, ...] = tuple(range(101, 111))
+QUICK_SEEDS: tuple[int, ...] = (101, 102)
+#: Registered baselines left out of the default policy list: they are weaker than DRF, Optimus
+#: and srtf-gain on every point, so they never are the best heuristic (name them to include them).
+NOT_BY_DEFAULT: tuple[str, ...] = ("tetris", "fifo", "srtf")
+
+# rough relative cost of one run, to start the longest first
+_POINT_COST = {"paper-rho2": 40.0, "paper-rho1": 8.0}
+_POLICY_COST = {"srtf-gain": 3.0, "dl2": 2.0, "optimus": 2.0}
+
+
+def default_policies() -> list[str]:
+    """``dl2`` and every registered baseline except :data:`NOT_BY_DEFAULT`."""
+    from dl2_mesos.policy.registry import BASELINES
+
+    return ["dl2"] + [b for b in BASELINES if b not in NOT_BY_DEFAULT]
+
+
+def _worker_init() -> None:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(1)
+    except ImportError:  # pragma: no cover - a declared dependency
+        pass
+
+
+def run_one(task: tuple[str, str | None, str, int, int | None, bool]) -> tuple[str, str, int, dict[str, Any]]:
+    """Run policy ``name`` on preset ``point`` with ``seed``; returns (point, name, seed, metrics dict).
+
+    ``task`` is ``(name, model_path, point, seed, max_slots, full)``; ``full`` keeps the per-job
+    and per-slot records (else only the summary).
+    """
+    name, model_path, point, seed, max_slots, full = task
+    from dl2_mesos.policy.registry import make_policy
+    from dl2_mesos.policy.sim.config import preset
+    from dl2_mesos.policy.sim.simulator import run
+    from dl2_mesos.policy.sim.trace import generate_trace
+
+    if name == "dl2":
+        import torch
+
+        torch.set_num_threads(1)
+    sc, tc = preset(point)
+    if max_slots is not None:
+        sc = replace(sc, max_slots=max_slots)
+    kwargs = {"model_path": model_path} if (name == "dl2" and model_path) else {}
+    m = run(make_policy(name, **kwargs), sc, generate_trace(tc, seed), seed=seed)
+    return point, name, seed, (m.to_dict() if full else m.summary())
+
+
+def run_tasks(
+    tasks: list[tuple], workers: int, progress: Callable[[str, str, int], None] | None = None
+) -> list[tuple[str, str, int, dict[str, Any]]]:
+    """Run :func:`run_one` over ``tasks`` (in ``workers`` processes when > 1), longest first."""
+    order = sorted(tasks, key=lambda t: -_POINT_COST.get(t[2], 1.0) * _POLICY_COST.get(t[0], 1.0))
+    out = []
+    if workers > 1 and len(order) > 1:
+        with mp.get_context("spawn").Pool(min(workers, len(order)), initializer=_worker_init) as pool:
+            for r in pool.imap_unordered(run_one, order, chunksize=1):
+                out.append(r)
+                if progress:
+                    progress(r[0], r[1], r[2])
+    else:
+        for t in order:
+            r = run_one(t)
+            out.append(r)
+            if progress:
+                progress(r[0], r[1], r[2])
+    return out
+
+
+def point_reference(point: str, seeds: Sequence[int]) -> dict[str, Any]:
+    """The trace-only figures of a point: nodes, jobs, offered load and bound per seed."""
+    from dl2_mesos.policy.sim.bounds import avg_jct_lower_bound
+    from dl2_mesos.policy.sim.config import preset
+    from dl2_mesos.policy.sim.load import mean_load, offered_load
+    from dl2_mesos.policy.sim.trace import generate_trace
+
+    sc, tc = preset(point)
+    loads, bounds = {}, {}
+    for s in seeds:
+        tr = generate_trace(tc, int(s))
+        loads[int(s)] = offered_load(sc, tr)
+        bounds[int(s)] = avg_jct_lower_bound(sc, tr)
+    rho, bottleneck = mean_load(list(loads.values()))
+    return {
+        "point": point,
+        "nodes": len(sc.agent_resources()),
+        "num_jobs": tc.num_jobs,
+        "rho": rho,
+        "bottleneck": bottleneck,
+        "rho_per_seed": {str(s): x.rho for s, x in loads.items()},
+        "bound": {
+            "avg_jct": sum(bounds.values()) / len(bounds),
+            "per_seed": {str(s): v for s, v in bounds.items()},
+        },
+    }
+
+
+def summarise_point(ref: dict[str, Any], runs: dict[str, dict[int, dict]], seeds: Sequence[int]) -> dict[str, Any]:
+    """One point of the matrix document from its trace figures and its runs (policy -> seed -> summary)."""
+    from dl2_mesos.policy.registry import BASELINES
+
+    pols: dict[str, dict[str, Any]] = {}
+    for name, by_seed in runs.items():
+        jcts = [float(by_seed[int(s)]["avg_jct"]) for s in seeds]
+        pols[name] = {
+            "avg_jct": sum(jcts) / len(jcts),
+            "per_seed": {str(s): v for s, v in zip(seeds, jcts)},
+            "unfinished": sum(int(by_seed[int(s)]["num_jobs"]) - int(by_seed[int(s)]["num_finished"]) for s in seeds),
+            "rescales": sum(float(by_seed[int(s)]["rescales"]) for s in seeds) / len(seeds),
+        }
+    heuristics = [n for n in pols if n in BASELINES]
+    best = min(heuristics, key=lambda n: pols[n]["avg_jct"]) if heuristics else None
+    bound = ref["bound"]["avg_jct"]
+    ratios: dict[str, dict[str, float]] = {}
+    for name, r in pols.items():
+        rat: dict[str, float] = {}
+        for key, base in (("vs_drf", "drf"), ("vs_optimus", "optimus"), ("vs_best_heuristic", best)):
+            if base in pols and pols[base]["avg_jct"] > 0:
+                rat[key] = r["avg_jct"] / pols[base]["avg_jct"]
+        if bound > 0:
+            rat["vs_bound"] = r["avg_jct"] / bound
+        if best is not None:
+            rat["wins_vs_best_heuristic"] = sum(
+                1 for s in seeds if r["per_seed"][str(s)] < pols[best]["per_seed"][str(s)]
+            )
+        ratios[name] = rat
+    return {**ref, "policies": pols, "ratios": ratios, "best_heuristic": best}
+
+
+def evaluate_matrix(
+    policies: Sequence[str],
+    seeds: Sequence[int],
+    points: Sequence[str] = DEFAULT_POINTS,
+    model_path: str | None = None,
+    workers: int = 2,
+    max_slots: int | None = None,
+    progress: Callable[[str, str, int], None] | None = None,
+) -> dict[str, Any]:
+    """Run every policy on every point and seed; returns the matrix document (JSON-ready).
+
+    Raises:
+        ConfigError: an unknown point (preset) name.
+    """
+    from dl2_mesos.policy.sim.config import preset
+
+    for p in points:
+        preset(p)  # fail before any run
+    tasks = [(n, model_path, p, int(s), max_slots, False) for p in points for n in policies for s in seeds]
+    runs: dict[str, dict[str, dict[int, dict]]] = {p: {n: {} for n in policies} for p in points}
+    for point, name, seed, summary in run_tasks(tasks, workers, progress):
+        runs[point][name][seed] = summary
+    out = [summarise_point(point_reference(p, seeds), runs[p], seeds) for p in points]
+    return {
+        "points": out,
+        "config": {
+            "policies": list(policies),
+            "seeds": [int(s) for s in seeds],
+            "model": model_path or "shipped",
+            "max_slots": max_slots,
+            "units": {"time": "seconds"},
+            "rho": "CPU-, GPU- and memory-seconds every job uses at its fastest size / (cluster total x "
+            "the no-queueing bound's makespan); the largest (the bottleneck) is shown",
+        },
+    }
+
+
+def _ratio(rat: dict[str, float], key: str) -> str:
+    return f"{rat[key]:.3f}" if key in rat else "-"
+
+
+def format_matrix(doc: dict[str, Any]) -> str:
+    """The matrix as one plain-text table (avg JCT in seconds; ratios of the means over seeds)."""
+    seeds = doc["config"]["seeds"]
+    head = (
+        f"{'point':<14} {'nodes':>5} {'jobs':>5} {'rho':>5} {'policy':<11} {'avg JCT (s)':>11} "
+        f"{'vs DRF':>7} {'vs Optimus':>10} {'vs best':>7} {'vs bound':>8} {'wins':>6} {'unfin':>5}"
+    )
+    lines = [head, "-" * len(head)]
+    for pt in doc["points"]:
+        first = True
+        for name, r in pt["policies"].items():
+            rat = pt["ratios"][name]
+            label = name + ("*" if name == pt["best_heuristic"] else "")
+            has_wins = "wins_vs_best_heuristic" in rat and name != pt["best_heuristic"]
+            wins = f"{rat['wins_vs_best_heuristic']}/{len(seeds)}" if has_wins else "-"
+            lead = (
+                f"{pt['point']:<14} {pt['nodes']:>5} {pt['num_jobs']:>5} {pt['rho']:>5.2f}"
+                if first
+                else " " * 32
+            )
+            lines.append(
+                f"{lead} {label:<11} {r['avg_jct']:>11.0f} {_ratio(rat, 'vs_drf'):>7} "
+                f"{_ratio(rat, 'vs_optimus'):>10} {_ratio(rat, 'vs_best_heuristic'):>7} "
+                f"{_ratio(rat, 'vs_bound'):>8} {wins:>6} {r['unfinished']:>5}"
+            )
+            first = False
+        lines.append(f"{'':32} {'(bound)':<11} {pt['bound']['avg_jct']:>11.0f}")
+    bottlenecks = sorted({pt["bottleneck"] for pt in doc["points"]})
+    lines.append(
+        f"seeds {_seed_text(seeds)}; model {doc['config']['model']}; rho = offered load, bottleneck "
+        f"{'/'.join(bottlenecks)} (policy/sim/load.py); * = best heuristic at the point; vs best = avg JCT / "
+        f"best heuristic's; wins = seeds where the policy's avg JCT is below the best heuristic's; "
+        f"unfin = jobs unfinished at max_slots (all seeds)"
+    )
+    return "\n".join(lines)
+
+
+def _seed_text(seeds: Sequence[int]) -> str:
+    s = list(seeds)
+    if len(s) > 2 and s == list(range(s[0], s[0] + len(s))):
+        return f"{s[0]}-{s[-1]}"
+    return ",".join(str(x) for x in s)
+
+
+def plot_matrix(doc: dict[str, Any], path: str) -> None:
+    """Avg JCT / best heuristic and / bound against rho (log scale), one line per policy (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sweep_names = {name for name, _ in SWEEP}
+    sweep = sorted((pt for pt in doc["points"] if pt["point"] in sweep_names), key=lambda p: p["rho"])
+    others = [pt for pt in doc["points"] if pt["point"] not in sweep_names]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+    markers = "osD^vP*X"
+    for ax, key, title in (
+        (axes[0], "vs_best_heuristic", "avg JCT / best heuristic"),
+        (axes[1], "vs_bound", "avg JCT / no-queueing bound"),
+    ):
+        for k, name in enumerate(doc["config"]["policies"]):
+            xs = [pt["rho"] for pt in sweep if key in pt["ratios"].get(name, {})]
+            ys = [pt["ratios"][name][key] for pt in sweep if key in pt["ratios"].get(name, {})]
+            (line,) = ax.plot(xs, ys, marker="o", label=name) if xs else ax.plot([], [], label=name)
+            for j, pt in enumerate(others):
+                rat = pt["ratios"].get(name, {})
+                if key in rat:
+                    ax.scatter(
+                        [pt["rho"]], [rat[key]], marker=markers[(j + 1) % len(markers)], s=60,
+                        color=line.get_color(), edgecolors="black", linewidths=0.5, zorder=3,
+                    )
+        for j, pt in enumerate(others):
+            ax.scatter([], [], marker=markers[(j + 1) % len(markers)], color="grey", label=pt["point"])
+        if key == "vs_best_heuristic":
+            ax.axhline(1.0, color="black", linewidth=0.8)
+            ax.axhline(0.85, color="black", linewidth=0.8, linestyle=":")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks([0.25, 0.5, 1, 2, 4], ["0.25", "0.5", "1", "2", "4"])
+        ax.set_xlabel("offered load rho (log scale)")
+        ax.set_ylabel(title)
+        ax.set_title(f"{title} (sweep: lines; contended presets: markers)", fontsize="medium")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize="small")
+    fig.suptitle(f"evaluation matrix, seeds {_seed_text(doc['config']['seeds'])}, model {doc['config']['model']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+__all__ = [
+    "DEFAULT_POINTS",
+    "DEFAULT_SEEDS",
+    "QUICK_POINTS",
+    "QUICK_SEEDS",
+    "default_policies",
+    "evaluate_matrix",
+    "format_matrix",
+    "plot_matrix",
+    "run_one",
+    "run_tasks",
+]
