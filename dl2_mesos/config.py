@@ -60,7 +60,7 @@ class Config:
     master: str = "127.0.0.1:5050"  # host:port or zk://host:2181/mesos
     framework_name: str = "dl2"
     role: str = "*"
-    user: str = ""  # run tasks as this user ("" = the agent's default)
+    task_user: str = ""  # run executors and tasks as this user ("" = the invoking user, or nobody when root)
     principal: str = ""
     secret: str = ""
     failover_timeout: float = 7 * 86400.0  # how long Mesos keeps our tasks while no scheduler is up
@@ -73,7 +73,8 @@ class Config:
     # --- ZooKeeper / state -------------------------------------------------------------------
     zk: str = "none"  # zk://host:2181/dl2 or "none" (file store in state_dir, single replica)
     zk_timeout: float = 10.0  # session timeout
-    zk_digest: str = ""  # "user:password" -> digest ACL on every node we create
+    zk_digest: str = ""  # "user:password" -> digest ACL on every node under zk's path (set at start)
+    zk_insecure: bool = False  # allow a non-loopback ZooKeeper without zk_digest (world-writable znodes)
     state_dir: str = "./dl2-state"  # for zk = "none"
     # --- scheduling --------------------------------------------------------------------------
     policy: str = "dl2"
@@ -95,8 +96,13 @@ class Config:
     # --- HTTP API ----------------------------------------------------------------------------
     api: str = "0.0.0.0:8080"  # listen host:port
     advertise_url: str = ""  # URL other replicas redirect to ("" = http://<hostname>:<port>)
-    api_token: str = ""  # bearer token for writes ("" = writes open)
+    api_token: str = ""  # bearer token (env DL2_API_TOKEN, alias DL2_TOKEN); prefer api_token_file
+    api_token_file: str = ""  # read api_token from this file (first line)
+    insecure_no_auth: bool = False  # serve writes without a token on a non-loopback address
     max_body_bytes: int = 64 * 1024
+    api_max_connections: int = 512  # open API connections at most (more are closed at once)
+    api_header_timeout: float = 10.0  # a request's headers must arrive within this (slowloris guard)
+    api_keep_alive: float = 5.0  # idle keep-alive connections are closed after this
 
     # -- derived --------------------------------------------------------------------------------
     @property
@@ -147,12 +153,16 @@ class Config:
 
 _FIELDS = {f.name: f for f in fields(Config)}
 _DURATIONS = {
-    "failover_timeout", "connect_timeout", "kill_grace", "zk_timeout", "slot", "offer_hold",
+    "api_header_timeout", "api_keep_alive", "failover_timeout", "connect_timeout", "kill_grace", "zk_timeout", "slot", "offer_hold",
     "offer_wait", "launch_timeout", "rescale_resend", "progress_interval",
 }
 _FLOATS = {"executor_cpus", "executor_mem", "rollback_margin"}
-_INTS = {"master_calls", "max_task_failures", "online_window", "model_keep", "max_body_bytes"}
-_BOOLS = {"online_learning"}
+_INTS = {"master_calls", "max_task_failures", "online_window", "model_keep", "max_body_bytes", "api_max_connections"}
+_BOOLS = {"online_learning", "insecure_no_auth", "zk_insecure"}
+#: older or alternative names: TOML key / flag -> field, and environment variable -> field
+_KEY_ALIASES = {"user": "task_user"}
+_ENV_ALIASES = {"DL2_TOKEN": "api_token", "DL2_USER": "task_user"}
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 _MAPPINGS = {"policy_args", "task_env"}
 _POLICIES = ("dl2", "drf", "tetris", "optimus", "fifo", "srtf")
 
@@ -231,6 +241,78 @@ def _validate(cfg: Config) -> None:
         raise ConfigError("master_calls: must be >= 1")
     if cfg.max_body_bytes < 1024:
         raise ConfigError("max_body_bytes: must be >= 1024")
+    if cfg.api_max_connections < 1:
+        raise ConfigError("api_max_connections: must be >= 1")
+    if cfg.task_user and not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}", cfg.task_user):
+        raise ConfigError(f"task_user: not a user name: {cfg.task_user!r}")
+
+
+def check_exposure(cfg: Config) -> None:
+    """Refuse settings that would expose the cluster (checked when a replica starts):
+    :func:`check_api_exposure` and :func:`check_zk_exposure`."""
+    check_zk_exposure(cfg)
+    check_api_exposure(cfg)
+
+
+def check_api_exposure(cfg: Config) -> None:
+    """The job API on a non-loopback address needs a token, unless ``insecure_no_auth``.
+
+    Raises:
+        ConfigError: naming the risk and the settings that fix it.
+    """
+    if not cfg.api_token and not cfg.insecure_no_auth and not is_loopback(cfg.api_host):
+        raise ConfigError(
+            f"api: refusing to serve the job API on {cfg.api} (not loopback) without a token: anyone who "
+            "reaches it could run commands on every agent. Set api_token_file (or DL2_API_TOKEN), listen on "
+            "127.0.0.1, or pass --insecure-no-auth to accept the risk")
+
+
+def check_zk_exposure(cfg: Config) -> None:
+    """A ZooKeeper that is not on loopback needs ``zk_digest``, unless ``zk_insecure``.
+
+    Raises:
+        ConfigError: naming the risk and the settings that fix it.
+    """
+    if cfg.uses_zookeeper and not cfg.zk_digest and not cfg.zk_insecure and not all(
+            is_loopback(h.rsplit(":", 1)[0]) for h in cfg.zk_hosts.split(",")):
+        raise ConfigError(
+            f"zk: {cfg.zk_hosts} is not loopback and zk_digest is not set: every znode of the framework would "
+            "be world-writable (anyone reaching ZooKeeper could inject jobs). Set zk_digest (DL2_ZK_DIGEST), "
+            "or zk_insecure = true to accept the risk")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or address) only reaches this machine."""
+    import ipaddress
+
+    if host.lower() in _LOOPBACK_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def default_task_user() -> str:
+    """Tasks run as the invoking user, or as ``nobody`` when that is root (root only when configured)."""
+    import getpass
+
+    try:
+        if os.geteuid() != 0:
+            return getpass.getuser()
+    except (KeyError, OSError):
+        pass
+    return "nobody"
+
+
+def _read_secret_file(path: str, key: str) -> str:
+    try:
+        lines = Path(path).read_text().strip().splitlines()
+    except OSError as exc:
+        raise ConfigError(f"{key}: cannot read {path}: {exc.strerror or exc}") from None
+    if not lines or not lines[0].strip():
+        raise ConfigError(f"{key}: {path} is empty")
+    return lines[0].strip()
 
 
 def load_config(
@@ -262,9 +344,13 @@ def load_config(
         if isinstance(data.get("framework"), dict):
             data = {**{k: v for k, v in data.items() if k != "framework"}, **data["framework"]}
         for k, v in data.items():
+            k = _KEY_ALIASES.get(k, k)
             if k not in _FIELDS:
                 raise ConfigError(f"config file {path}: unknown key {k!r} (known: {', '.join(sorted(_FIELDS))})")
             values[k] = _coerce(k, v, f"file {path}")
+    for alias, k in _ENV_ALIASES.items():
+        if env.get(alias) is not None and env.get(ENV_PREFIX + k.upper()) is None:
+            values[k] = _coerce(k, env[alias], f"env {alias}")
     for k in _FIELDS:
         ev = env.get(ENV_PREFIX + k.upper())
         if ev is not None:
@@ -272,9 +358,12 @@ def load_config(
     for k, v in (overrides or {}).items():
         if v is None:
             continue
+        k = _KEY_ALIASES.get(k, k)
         if k not in _FIELDS:
             raise ConfigError(f"unknown setting {k!r}")
         values[k] = _coerce(k, v, f"flag --{k.replace('_', '-')}")
+    if values.get("api_token_file"):
+        values["api_token"] = _read_secret_file(values["api_token_file"], "api_token_file")
     cfg = dataclasses.replace(Config(), **values)
     _validate(cfg)
     return cfg

@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
@@ -320,10 +321,84 @@ def _check_types(msg: _Message) -> None:
         if f.name in _INT_FIELDS and (isinstance(v, bool) or not isinstance(v, int)):
             raise MessageSchemaError(f"{msg.KIND}.{f.name}: expected an integer")
     if isinstance(msg, LaunchSpec):
-        if msg.role not in ("ps", "worker"):
-            raise MessageSchemaError(f"launch.role: expected ps or worker, got {msg.role!r}")
-        if not all(isinstance(a, str) for a in msg.command):
-            raise MessageSchemaError("launch.command: expected a list of strings")
+        _check_launch(msg)
+    if isinstance(msg, (RescaleRequest, ProgressReport, ResourceUsage, RescaleReport, CheckpointReport)):
+        _check_id(msg.job_id, f"{msg.KIND}.job_id")
+    if isinstance(msg, RescaleRequest):
+        _check_cluster(msg.cluster, "rescale.cluster")
+        for a in msg.assignments:
+            if (not isinstance(a, tuple) or len(a) != 3 or not isinstance(a[0], str) or a[1] not in ROLES
+                    or isinstance(a[2], bool) or not isinstance(a[2], int) or not 0 <= a[2] < MAX_RANK):
+                raise MessageSchemaError(f"rescale.assignments: expected [task_id, ps|worker, rank], got {a!r}")
     if isinstance(msg, (LaunchSpec, RescaleRequest)) and msg.previous_stop not in PREVIOUS_STOPS:
         raise MessageSchemaError(f"{msg.KIND}.previous_stop: expected one of {list(PREVIOUS_STOPS)}, "
                                  f"got {msg.previous_stop!r}")
+
+
+# -- LaunchSpec limits: the executor acts on every field (paths, processes, environment), so a
+#    launch message is checked as hostile input before anything is created for it.
+ROLES = ("ps", "worker")
+RUNTIMES = ("mxnet", "pytorch")
+MAX_RANK = 10_000
+MAX_ARGS, MAX_ARG_CHARS = 1000, 16_384
+MAX_ENV = 256
+_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+_HOST_RE = re.compile(r"[A-Za-z0-9_.:\-\[\]]{1,255}")
+_URI_RE = re.compile(r"(?:(?:hdfs|webhdfs|viewfs)://[^/\s]+|file://|memory://)?/[^\s\x00]*")
+
+
+def _check_id(value: str, where: str) -> None:
+    """One path component of ``[A-Za-z0-9._-]`` (ids name folders on the agent): no ``/``, no ``..``."""
+    if not _ID_RE.fullmatch(value) or ".." in value:
+        raise MessageSchemaError(f"{where}: {value[:80]!r} is not an id (1-200 of [A-Za-z0-9._-], no '..')")
+
+
+def _check_endpoint(ep: Endpoint, where: str) -> None:
+    if not isinstance(ep.task_id, str) or not isinstance(ep.host, str) or not _HOST_RE.fullmatch(ep.host):
+        raise MessageSchemaError(f"{where}: bad endpoint {ep!r}")
+
+
+def _check_cluster(c: ClusterSpec, where: str) -> None:
+    if c.generation < 0:
+        raise MessageSchemaError(f"{where}.generation: must be >= 0, got {c.generation}")
+    if len(c.servers) > MAX_RANK or len(c.workers) > MAX_RANK:
+        raise MessageSchemaError(f"{where}: too many endpoints")
+    for ep in (*c.servers, *c.workers, *([c.scheduler] if c.scheduler else [])):
+        _check_endpoint(ep, where)
+
+
+def _check_launch(msg: LaunchSpec) -> None:
+    """Every field of a LaunchSpec against what the executor will do with it."""
+    _check_id(msg.job_id, "launch.job_id")
+    _check_id(msg.task_id, "launch.task_id")
+    if msg.role not in ROLES:
+        raise MessageSchemaError(f"launch.role: expected ps or worker, got {msg.role!r}")
+    if msg.runtime not in RUNTIMES:
+        raise MessageSchemaError(f"launch.runtime: expected one of {list(RUNTIMES)}, got {msg.runtime!r}")
+    if not 0 < len(msg.job_type) <= 100:
+        raise MessageSchemaError("launch.job_type: expected 1-100 characters")
+    if not 0 < msg.epochs <= 1e9:
+        raise MessageSchemaError(f"launch.epochs: must be in (0, 1e9], got {msg.epochs}")
+    if not 0 <= msg.rank < MAX_RANK or not 0 <= msg.restart_count < 1_000_000:
+        raise MessageSchemaError("launch.rank / restart_count: out of range")
+    if not 0 <= msg.progress_interval_s <= 86400:
+        raise MessageSchemaError(f"launch.progress_interval_s: must be in [0, 86400], got {msg.progress_interval_s}")
+    if not isinstance(msg.command, tuple) or len(msg.command) > MAX_ARGS or not all(
+            isinstance(a, str) and "\x00" not in a and len(a) <= MAX_ARG_CHARS for a in msg.command):
+        raise MessageSchemaError("launch.command: expected a list of at most 1000 strings without NUL")
+    if not _URI_RE.fullmatch(msg.checkpoint_uri) or "/../" in msg.checkpoint_uri + "/" or \
+            msg.checkpoint_uri.endswith("/.."):
+        raise MessageSchemaError(f"launch.checkpoint_uri: {msg.checkpoint_uri[:200]!r} is not an hdfs://, "
+                                 "webhdfs://, viewfs:// or file:// URI (or absolute path) without '..'")
+    if not isinstance(msg.env, tuple) or len(msg.env) > MAX_ENV:
+        raise MessageSchemaError(f"launch.env: expected at most {MAX_ENV} [name, value] pairs")
+    for pair in msg.env:
+        if (not isinstance(pair, tuple) or len(pair) != 2 or not isinstance(pair[0], str)
+                or not isinstance(pair[1], str) or not _ENV_NAME_RE.fullmatch(pair[0])
+                or "\x00" in pair[1] or len(pair[1]) > MAX_ARG_CHARS):
+            raise MessageSchemaError(f"launch.env: expected [NAME, string value] pairs, got {pair!r:.200}")
+    _check_cluster(msg.cluster, "launch.cluster")
+    members = msg.cluster.servers if msg.role == "ps" else msg.cluster.workers
+    if members and msg.rank >= len(members):
+        raise MessageSchemaError(f"launch.rank: {msg.rank} but the cluster has {len(members)} {msg.role} endpoints")

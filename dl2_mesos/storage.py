@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -117,6 +118,26 @@ def check_relpath(rel: str) -> str:
     return rel
 
 
+def _refuse_constant(name: str) -> Any:
+    """``json.loads`` hook: NaN and Infinity are not JSON and never valid checkpoint metadata."""
+    raise ValueError(f"{name} is not a valid JSON value")
+
+
+def check_file_list(files: tuple[tuple[str, str, int], ...]) -> None:
+    """A manifest's files must be non-empty, with sizes >= 0, and no path may also be a folder of
+    another (``params`` and ``params/x`` cannot both be files). Raises ValueError otherwise."""
+    if not files:
+        raise ValueError("the file list is empty")
+    paths = {rel for rel, _, _ in files}
+    for rel, _, size in files:
+        if size < 0:
+            raise ValueError(f"file {rel} has a negative size")
+        parts = rel.split("/")
+        for i in range(1, len(parts)):
+            if "/".join(parts[:i]) in paths:
+                raise ValueError(f"{'/'.join(parts[:i])!r} is listed both as a file and as the folder of {rel!r}")
+
+
 def is_transient(exc: BaseException) -> bool:
     """Connection trouble, timeouts and safe mode are worth retrying; everything else is not."""
     if isinstance(exc, (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError,
@@ -206,15 +227,19 @@ class CheckpointStore:
     def _read_manifest(self, dirname: str) -> CheckpointInfo:
         raw = self.fs.cat_file(self._join(dirname, MANIFEST))
         try:
-            man = json.loads(raw)
+            man = json.loads(raw, parse_constant=_refuse_constant)
             files = tuple(
                 (check_relpath(rel), str(v["sha256"]), int(v["size"])) for rel, v in sorted(man["files"].items())
             )
+            check_file_list(files)
+            created = float(man["created"])
+            if not math.isfinite(created):
+                raise ValueError(f"created is {created}")
             return CheckpointInfo(
                 dirname=dirname,
                 seq=int(man["seq"]),
                 uri=f"{self.root_uri}/{dirname}",
-                created=float(man["created"]),
+                created=created,
                 meta=dict(man.get("meta", {})),
                 files=files,
             )
@@ -264,7 +289,9 @@ class CheckpointStore:
                 rel = check_relpath(p.relative_to(local).as_posix())
                 files[rel] = {"sha256": sha256_file(p), "size": p.stat().st_size}
         meta = dict(meta or {})
-        json.dumps(meta)  # fail early (TypeError) on meta that cannot be stored
+        json.dumps(meta, allow_nan=False)  # fail early (TypeError/ValueError) on meta that cannot be stored
+        if not files:
+            raise CheckpointError(f"local checkpoint folder {local} holds no files")
 
         def go() -> CheckpointInfo:
             self.fs.makedirs(self.root, exist_ok=True)
@@ -279,7 +306,7 @@ class CheckpointStore:
                         self.fs.makedirs(f"{tmp}/{rel.rsplit('/', 1)[0]}", exist_ok=True)
                     self.fs.put_file(str(local / rel), f"{tmp}/{rel}")
                 manifest = {"seq": seq, "name": name, "created": time.time(), "meta": meta, "files": files}
-                self.fs.pipe_file(f"{tmp}/{MANIFEST}", json.dumps(manifest, indent=1).encode())
+                self.fs.pipe_file(f"{tmp}/{MANIFEST}", json.dumps(manifest, indent=1, allow_nan=False).encode())
                 self.fs.mv(tmp, self._join(dirname))
             except BaseException:
                 self._discard(tmp)

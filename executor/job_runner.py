@@ -112,6 +112,8 @@ class JobRunner:
         self.config = config
         self.sink = sink
         self.workdir = config.workdir / self.job_id
+        if self.workdir.resolve().parent != config.workdir.resolve():  # decode() already refuses such ids
+            raise ValueError(f"job id {self.job_id!r} would leave the executor's work folder")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.store = CheckpointStore(first.checkpoint_uri, keep=config.keep_checkpoints, retry=config.retry)
         self.uploader = Uploader(self.store, keep_final=config.fast_rescale)

@@ -175,12 +175,16 @@ class ExecutorLoop:
         if spec.task_id != task_id:
             spec = spec.__class__(**{**spec.__dict__, "task_id": task_id})
         self._ever_launched = True
-        runner = self.runners.get(spec.job_id)
-        if runner is None or runner.finished:
-            runner = JobRunner(spec, self.config, self.sink)
-            self.runners[spec.job_id] = runner
-        self.task_job[task_id] = spec.job_id
-        runner.launch(spec, grace_s=grace_of(task, self.config.grace_s))
+        try:
+            runner = self.runners.get(spec.job_id)
+            if runner is None or runner.finished:
+                runner = JobRunner(spec, self.config, self.sink)
+                self.runners[spec.job_id] = runner
+            self.task_job[task_id] = spec.job_id
+            runner.launch(spec, grace_s=grace_of(task, self.config.grace_s))
+        except Exception as exc:  # noqa: BLE001 - only this task fails, never silently (no TASK_STARTING forever)
+            logger.exception("task %s could not be launched", task_id)
+            self.sink.status(task_id, "TASK_FAILED", f"launch failed: {type(exc).__name__}: {exc}")
 
     def _kill(self, task_ids: list[str]) -> None:
         by_job: dict[str, list[str]] = {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import queue
+from collections.abc import Callable
 from typing import Any
 
 from pymesos import Scheduler
@@ -26,8 +27,10 @@ def _value(d: Any) -> str:
 class Dl2MesosScheduler(Scheduler):
     """pymesos callbacks -> events on ``events``."""
 
-    def __init__(self, events: queue.Queue, outbound: bool = True, senders: int = DEFAULT_SENDERS) -> None:
+    def __init__(self, events: queue.Queue, outbound: bool = True,
+                 on_failed_over: Callable[[str], None] | None = None, senders: int = DEFAULT_SENDERS) -> None:
         self.events = events
+        self._on_failed_over = on_failed_over
         self._use_outbound = outbound
         self._senders = senders
         self.outbound: OutboundDriver | None = None
@@ -80,3 +83,7 @@ class Dl2MesosScheduler(Scheduler):
 
     def error(self, driver, message):  # noqa: ANN001, ANN201
         self.events.put(ev.MesosError(str(message)))
+        # Mesos sends ERROR "Framework failed over" to a scheduler whose framework id another one took:
+        # this one must stop (flags only, see Replica._failed_over), or the two keep taking it back
+        if self._on_failed_over is not None and "failed over" in str(message).lower():
+            self._on_failed_over(str(message))

@@ -16,18 +16,22 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import queue
+import socket
 import threading
 import time
 import urllib.request
+from pathlib import Path
 from typing import Any
 
-from dl2_mesos.config import Config
+from dl2_mesos.config import Config, check_api_exposure, check_zk_exposure
 from dl2_mesos.errors import ConfigError, Dl2Error
 from dl2_mesos.jobs import JobSpec
 from dl2_mesos.framework import events as ev
 from dl2_mesos.framework.api import NotLeader, create_app
 from dl2_mesos.framework.core import SchedulerCore, UnknownJob
+from dl2_mesos.framework.http_guard import MAX_HEAD_BYTES, connection_cap, guarded_h11
 from dl2_mesos.framework.kv import FileKV, KVStore, ZooKeeperKV
 from dl2_mesos.framework.leader import LocalLeadership, ZkLeadership
 from dl2_mesos.framework.loop import SchedulingLoop
@@ -108,7 +112,88 @@ def connect_zookeeper(cfg: Config) -> Any:
     except KazooTimeoutError:
         client.close()
         raise Unreachable(f"ZooKeeper {cfg.zk_hosts} unreachable after {cfg.connect_timeout:.0f}s") from None
+    if cfg.zk_digest:
+        try:
+            secure_tree(client, cfg.zk_path, kw["default_acl"])
+        except Exception:
+            client.stop()
+            client.close()
+            raise
     return client
+
+
+def secure_tree(client: Any, root: str, acl: list[Any]) -> int:
+    """Put ``acl`` on ``root`` and on every node below it (nodes made before the digest was turned on
+    are world-writable otherwise); creates ``root`` when missing. Returns how many nodes were changed.
+
+    Raises:
+        ConfigError: a node's ACL cannot be changed (it belongs to another identity).
+    """
+    from kazoo.exceptions import NoAuthError, NoNodeError
+
+    client.ensure_path(root, acl=acl)
+    changed = 0
+    pending = [root]
+    while pending:
+        path = pending.pop()
+        try:
+            current, _ = client.get_acls(path)
+            if list(current) != list(acl):
+                client.set_acls(path, acl)
+                changed += 1
+            pending.extend(f"{path.rstrip('/')}/{child}" for child in client.get_children(path))
+        except NoNodeError:
+            continue  # removed meanwhile (an ephemeral election node)
+        except NoAuthError:
+            raise ConfigError(f"zk_digest: cannot set the digest ACL on {path}: it is protected by another "
+                              "identity (fix its ACL by hand, or use another zk path)") from None
+    if changed:
+        logger.warning("ZooKeeper: put the digest ACL on %d existing node(s) under %s", changed, root)
+    return changed
+
+
+class StateDirLock:
+    """An exclusive ``fcntl`` lock on ``<state_dir>/.lock``: one framework per file state store (two
+    would take the same framework id from each other in Mesos). Held until :meth:`release` or exit."""
+
+    def __init__(self, state_dir: str) -> None:
+        import fcntl
+
+        folder = Path(state_dir)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise ConfigError(f"state_dir: cannot use {state_dir}: {exc.strerror or exc}") from None
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(self._fd, 64, 0).decode(errors="replace").strip() or "?"
+            os.close(self._fd)
+            raise ConfigError(f"state_dir: {state_dir} is in use by another framework (pid {holder}); "
+                              "run one framework per state folder (or use --zk for several replicas)") from None
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)  # closing the descriptor drops the lock
+            self._fd = -1
+
+
+def bind_api_socket(cfg: Config) -> socket.socket:
+    """The API's listening socket, bound here so that a taken port is a one-line ConfigError."""
+    host = cfg.api_host or "0.0.0.0"
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), cfg.api_port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"api: cannot listen on {cfg.api}: {exc.strerror or exc}") from None
+    sock.set_inheritable(False)
+    return sock
 
 
 class Replica:
@@ -128,13 +213,16 @@ class Replica:
         self._driver_factory = driver_factory or self._pymesos_driver
         self._server: Any = None  # a uvicorn.Server once the API runs (uvicorn is imported lazily)
         self._server_thread: threading.Thread | None = None
+        self._state_lock: StateDirLock | None = None
         self.zk = None
         kv: KVStore
         if cfg.uses_zookeeper:
+            check_zk_exposure(cfg)
             self.zk = connect_zookeeper(cfg)
             kv = ZooKeeperKV(self.zk, cfg.zk_path + "/state", acl=None)
             self.leadership: Any = ZkLeadership(self.zk, cfg.zk_path + "/leader", self.url, self._zk_change)
         else:
+            self._state_lock = StateDirLock(cfg.state_dir)
             kv = FileKV(cfg.state_dir)
             self.leadership = LocalLeadership(self.url)
         self.store = StateStore(kv)
@@ -179,14 +267,21 @@ class Replica:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start_api(self) -> None:
+        """Serve the API in a thread. Raises ConfigError: an open API off loopback, or a taken port."""
         import uvicorn
 
+        check_api_exposure(self.cfg)
+        sock = bind_api_socket(self.cfg)
         backend = _BackendShim(self)
         app = create_app(backend, api_token=self.cfg.api_token, max_body_bytes=self.cfg.max_body_bytes)
-        config = uvicorn.Config(app, host=self.cfg.api_host, port=self.cfg.api_port, log_level="warning",
-                                access_log=False)
+        cap = connection_cap(self.cfg.api_max_connections)
+        config = uvicorn.Config(app, log_level="warning", access_log=False,
+                                http=guarded_h11(cap, self.cfg.api_header_timeout),
+                                timeout_keep_alive=max(1, round(self.cfg.api_keep_alive)),
+                                h11_max_incomplete_event_size=MAX_HEAD_BYTES, backlog=min(2048, cap))
         self._server = uvicorn.Server(config)
-        self._server_thread = threading.Thread(target=self._server.run, name="dl2-api", daemon=True)
+        self._server_thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
+                                               name="dl2-api", daemon=True)
         self._server_thread.start()
         deadline = time.monotonic() + 10
         while not self._server.started and time.monotonic() < deadline:
@@ -210,6 +305,9 @@ class Replica:
                 self.leadership.run(self._lead)
                 if isinstance(self.leadership, LocalLeadership):
                     break
+        except (ConfigError, Unreachable) as exc:
+            logger.error("%s", exc)
+            self.stop(str(exc), EXIT_CONFIG)
         finally:
             if self._server is not None:
                 self._server.should_exit = True
@@ -221,6 +319,8 @@ class Replica:
                     self.zk.close()
                 except Exception:
                     logger.debug("zk close", exc_info=True)
+            if self._state_lock is not None:
+                self._state_lock.release()
         logger.info("replica exiting (%s)", self._reason or "done")
         return self._exit_code
 
@@ -240,6 +340,12 @@ class Replica:
             logger.warning("fencing this leader: %s", reason)
         self.store.fence(reason)
         self.stop(reason, EXIT_LEADERSHIP_LOST)
+
+    def _failed_over(self, message: str) -> None:
+        """Mesos gave our framework id to another scheduler: this one is stale. Stop writing state
+        and exit (75) without tearing the framework down (called on pymesos's thread: flags only)."""
+        self.fence(f"Mesos says this framework failed over to another scheduler ({message}); "
+                   "this replica is stale and stops")
 
     def _pymesos_driver(self, scheduler: Any, info: dict[str, Any]) -> Any:
         from pymesos import MesosSchedulerDriver  # already imported (see the module top)
@@ -268,7 +374,8 @@ class Replica:
             self.loop = SchedulingLoop(core, self.events, on_fatal=lambda r: self.stop(r, EXIT_LEADERSHIP_LOST))
             self.loop.start()
             info = framework_info(self.cfg, core.framework_id, self.url + "/")
-            driver = self._driver_factory(Dl2MesosScheduler(self.events, senders=self.cfg.master_calls), info)
+            driver = self._driver_factory(Dl2MesosScheduler(self.events, on_failed_over=self._failed_over,
+                                                            senders=self.cfg.master_calls), info)
             driver.start()
             deadline = time.monotonic() + self.cfg.connect_timeout
             while not self._stop.wait(0.2):

@@ -24,7 +24,13 @@ logger = logging.getLogger(__name__)
 @click.option("--slot", default=None, help="Scheduling slot length, e.g. 20m, 30s.")
 @click.option("--api", default=None, help="HTTP API listen address host:port.")
 @click.option("--advertise-url", default=None, help="URL other replicas and clients use for this one.")
-@click.option("--api-token", default=None, help="Bearer token required for writes.")
+@click.option("--api-token", default=None,
+              help="Bearer token for the API (visible in ps: prefer --api-token-file or env DL2_API_TOKEN).")
+@click.option("--api-token-file", default=None, help="Read the API bearer token from this file (first line).")
+@click.option("--insecure-no-auth", is_flag=True, default=None,
+              help="Serve the job API on a non-loopback address without a token (anyone reaching it can run jobs).")
+@click.option("--task-user", default=None,
+              help="Run executors and tasks as this user (default: yours, or nobody when root).")
 @click.option("--name", "framework_name", default=None, help="Framework name.")
 @click.option("--role", default=None, help="Mesos role.")
 @click.option("--principal", default=None)
@@ -33,7 +39,10 @@ logger = logging.getLogger(__name__)
 @click.option("--connect-timeout", default=None, help="Give up when ZooKeeper/master stay unreachable this long.")
 @click.option("--executor-command", default=None, help="Command that starts the executor on agents.")
 @click.option("--checkpoint-root", default=None, help="Root URI for job checkpoints (hdfs://..., file://...).")
-@click.option("--zk-digest", default=None, help="user:password for digest ACLs on our znodes.")
+@click.option("--zk-digest", default=None,
+              help="user:password for digest ACLs on our znodes (visible in ps: prefer env DL2_ZK_DIGEST).")
+@click.option("--zk-insecure", is_flag=True, default=None,
+              help="Allow a non-loopback ZooKeeper without --zk-digest (world-writable znodes).")
 @click.option("--online-learning/--no-online-learning", default=None,
               help="Update the DL2 model online from observed rewards (default on).")
 @click.option("--offer-wait", default=None)
@@ -41,21 +50,30 @@ logger = logging.getLogger(__name__)
 @click.option("--kill-grace", default=None)
 def framework(config_path: str | None, **flags: object) -> None:
     """Run the DL2 Mesos framework (one replica; several replicas elect a leader in ZooKeeper)."""
-    from dl2_mesos.config import load_config
+    from dl2_mesos.config import check_exposure, load_config
+    from dl2_mesos.framework.http_guard import raise_nofile_limit
     from dl2_mesos.framework.runner import Replica, Unreachable
 
     try:
         cfg = load_config(config_path, overrides=flags)
+        check_exposure(cfg)
     except ConfigError as exc:
-        raise click.ClickException(f"bad setting: {exc}") from None
+        click.echo(f"Error: bad setting: {exc}", err=True)
+        sys.exit(2)
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     elif logging.getLogger().level > logging.INFO:
         logging.getLogger("dl2_mesos").setLevel(logging.INFO)
-    logger.info("settings: %s", cfg.redacted())
+    for name in ("api_token", "secret", "zk_digest"):
+        if flags.get(name):
+            logger.warning("--%s on the command line is visible to every user in ps; use the environment "
+                           "(DL2_%s) or a file%s", name.replace("_", "-"), name.upper(),
+                           " (--api-token-file)" if name == "api_token" else "")
+    soft, _ = raise_nofile_limit()
+    logger.info("settings: %s (open files limit %d)", cfg.redacted(), soft)
     try:
         replica = Replica(cfg)
-    except Unreachable as exc:
+    except (Unreachable, ConfigError) as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(2)
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import getpass
 from typing import Any
 
-from dl2_mesos.config import Config
+from dl2_mesos.config import Config, default_task_user
 from dl2_mesos.messages import LaunchSpec, encode_b64
 from dl2_mesos.framework.offer_book import scalar, task_resources
 from dl2_mesos.framework.records import TaskRecord
@@ -14,7 +13,7 @@ from dl2_mesos.framework.records import TaskRecord
 def framework_info(cfg: Config, framework_id: str | None, webui_url: str) -> dict[str, Any]:
     """FrameworkInfo: GPU and partition-aware capabilities, checkpointing, our failover timeout."""
     info: dict[str, Any] = {
-        "user": cfg.user or _current_user(),
+        "user": task_user(cfg),
         "name": cfg.framework_name,
         "role": cfg.role,
         "failover_timeout": float(cfg.failover_timeout),
@@ -29,11 +28,10 @@ def framework_info(cfg: Config, framework_id: str | None, webui_url: str) -> dic
     return info
 
 
-def _current_user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "root"
+def task_user(cfg: Config) -> str:
+    """The user executors and tasks run as (FrameworkInfo.user and CommandInfo.user): ``task_user``, else
+    the invoking user, or ``nobody`` when that is root. Root only when configured explicitly."""
+    return cfg.task_user or default_task_user()
 
 
 def executor_id_for(job_id: str, agent_id: str) -> str:
@@ -48,7 +46,7 @@ def executor_info(cfg: Config, job_id: str, agent_id: str, meta: dict[str, dict[
         "type": "CUSTOM",
         "executor_id": {"value": executor_id_for(job_id, agent_id)},
         "name": f"dl2 executor for {job_id}",
-        "command": {"value": cfg.executor_command, "shell": True},
+        "command": {"value": cfg.executor_command, "shell": True, "user": task_user(cfg)},
     }
     res = []
     if cfg.executor_cpus > 0:

@@ -63,8 +63,9 @@ class ExecutorLifecycleMixin:
             mesos_local=self.config.mesos_local,
             command=command,
         )
+        user = (command.get("user") or fw.info.get("user") or "") if self.config.switch_user else ""
         try:
-            ex.process = await ExecutorProcess.spawn(command, env, ex.directory)
+            ex.process = await ExecutorProcess.spawn(command, env, ex.directory, user=user)
         except OSError as exc:
             logger.warning("agent %s: could not start executor %s: %s", self.agent_id, ex.executor_id, exc)
             self._executor_gone(ex, None, f"Failed to launch container: {exc}")

@@ -30,6 +30,7 @@ class AgentConfig:
     status_update_retry_max: float = 600.0  # STATUS_UPDATE_RETRY_INTERVAL_MAX
     heartbeat_interval: float = 30.0
     mesos_local: bool = True  # set MESOS_LOCAL=1 for executors (see executor_process.py)
+    switch_user: bool = True  # --switch_user: run executors as FrameworkInfo/CommandInfo.user (see executor_process.py)
 
     def resources(self) -> ResourceBag:
         return ResourceBag.of(

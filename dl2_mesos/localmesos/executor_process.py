@@ -14,6 +14,10 @@ Two deliberate choices (documented in the README):
   executor driver is that on SHUTDOWN (or a disconnect of a non-checkpointing executor) the
   driver does not SIGKILL its own process group; this agent does that itself after the shutdown
   grace period, as a Mesos agent destroys the container.
+* With ``switch_user`` (Mesos's ``--switch_user``, on by default) an executor runs as the user its
+  ``CommandInfo.user`` (else ``FrameworkInfo.user``) names: the agent, when root, chowns the sandbox
+  to that user and starts the process with its uid, gid and no supplementary groups. An agent that
+  is not root can only run executors as itself; asking for another user fails the launch.
 * ``CUDA_VISIBLE_DEVICES`` lists the GPU indices this agent gave the container (executor plus the
   task it was started for), standing in for Mesos's GPU isolator, which exposes only the
   allocated devices. On an agent without GPUs the variable is left as inherited.
@@ -24,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import pwd
 import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -114,6 +119,36 @@ def command_argv(command: Mapping[str, Any]) -> tuple[str, list[str]]:
     return value, args or [value]
 
 
+class SwitchUserError(OSError):
+    """The executor cannot run as the user it asks for (unknown user, or the agent is not root)."""
+
+
+def resolve_user(name: str) -> pwd.struct_passwd | None:
+    """The account executors of ``name`` run as; None when no switch is needed (the agent's own user).
+
+    Raises:
+        SwitchUserError: no such user, or the agent is not root and ``name`` is another user.
+    """
+    try:
+        account = pwd.getpwnam(name)
+    except KeyError:
+        raise SwitchUserError(f"Failed to switch to user {name!r}: no such user on this agent") from None
+    if account.pw_uid == os.geteuid():
+        return None
+    if os.geteuid() != 0:
+        raise SwitchUserError(
+            f"Failed to switch to user {name!r}: the agent does not run as root "
+            "(start it with --no-switch-user to run executors as the agent's user)")
+    return account
+
+
+def hand_over(directory: Path, account: pwd.struct_passwd) -> None:
+    """Give the sandbox (and what the agent created in it) to the executor's user, as Mesos does."""
+    for root, dirs, files in os.walk(directory):
+        for name in (root, *(os.path.join(root, d) for d in dirs), *(os.path.join(root, f) for f in files)):
+            os.chown(name, account.pw_uid, account.pw_gid)
+
+
 class ExecutorProcess:
     """A running executor (or command task) process group."""
 
@@ -125,22 +160,33 @@ class ExecutorProcess:
 
     @classmethod
     async def spawn(
-        cls, command: Mapping[str, Any], env: Mapping[str, str], directory: Path
+        cls, command: Mapping[str, Any], env: Mapping[str, str], directory: Path, user: str = ""
     ) -> ExecutorProcess:
+        """Start ``command`` in ``directory``; as ``user`` when given (see :func:`resolve_user`)."""
+        account = resolve_user(user) if user else None
         directory.mkdir(parents=True, exist_ok=True)
         executable, argv = command_argv(command)
+        ids: dict[str, Any] = {}
+        env = dict(env)
+        if account is not None:
+            ids = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
+            env.update({"USER": account.pw_name, "LOGNAME": account.pw_name})
         with open(directory / "stdout", "ab") as out, open(directory / "stderr", "ab") as err:
+            if account is not None:
+                hand_over(directory, account)
             proc = await asyncio.create_subprocess_exec(
                 *argv,
                 executable=executable,
-                env=dict(env),
+                env=env,
                 cwd=str(directory),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
                 start_new_session=True,
+                **ids,
             )
-        logger.info("started %s (pid %d) in %s", argv, proc.pid, directory)
+        logger.info("started %s (pid %d) in %s%s", argv, proc.pid, directory,
+                    f" as {account.pw_name}" if account is not None else "")
         return cls(proc, directory)
 
     def signal_group(self, sig: int) -> None:

@@ -142,6 +142,12 @@ async def run_until_signalled(config: ClusterConfig, ready_file: str | None, ech
     help="First re-send interval for unacknowledged status updates.",
 )
 @click.option(
+    "--switch-user/--no-switch-user",
+    default=True,
+    show_default=True,
+    help="Run executors as their FrameworkInfo/CommandInfo user (agent must be root), as Mesos's --switch_user.",
+)
+@click.option(
     "--ready-file", default=None, hidden=True, help="Write the cluster's URLs here as JSON once started."
 )
 def local_cluster(
@@ -161,6 +167,7 @@ def local_cluster(
     executor_shutdown_grace_period: float,
     executor_registration_timeout: float,
     status_update_retry_interval: float,
+    switch_user: bool,
     ready_file: str | None,
 ) -> None:
     """Run a Mesos-compatible local master with AGENTS agents (v1 HTTP API; a test/dev stand-in)."""
@@ -182,13 +189,15 @@ def local_cluster(
             executor_shutdown_grace_period=executor_shutdown_grace_period,
             executor_registration_timeout=executor_registration_timeout,
             status_update_retry_min=status_update_retry_interval,
+            switch_user=switch_user,
         )
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
     try:
         asyncio.run(run_until_signalled(config, ready_file))
-    except OSError as exc:
-        raise click.ClickException(f"could not start the local cluster: {exc}") from exc
+    except (OSError, ValueError) as exc:  # a taken port, an unreachable or malformed --zk: exit 2, one line
+        click.echo(f"Error: could not start the local cluster: {exc}", err=True)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

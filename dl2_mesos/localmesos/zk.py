@@ -40,8 +40,15 @@ class ZooKeeperRegistration:
     def register(self, master_info: dict[str, Any]) -> str:
         """Create the znode (blocking, a few ms against a local ZooKeeper); returns its path."""
         if self._zk is None:
-            self._zk = KazooClient(hosts=self.hosts, timeout=self.timeout)
-            self._zk.start(timeout=self.timeout)
+            from kazoo.handlers.threading import KazooTimeoutError
+
+            client = KazooClient(hosts=self.hosts, timeout=self.timeout)
+            try:
+                client.start(timeout=self.timeout)
+            except KazooTimeoutError:
+                client.close()
+                raise ConnectionError(f"ZooKeeper {self.hosts} unreachable after {self.timeout:g}s") from None
+            self._zk = client
         self._zk.ensure_path(self.path)
         data = json.dumps(master_info).encode("utf-8")
         self.znode = self._zk.create(f"{self.path}/json.info_", data, ephemeral=True, sequence=True)

@@ -58,6 +58,9 @@ class LocalCluster:
         heartbeat_interval, allocation_interval, executor_shutdown_grace_period,
         executor_registration_timeout, status_update_retry_interval: Mesos's timing knobs, in seconds.
         attributes: ``{"name": "value"}`` attributes for every agent (each also has ``agent=<i>``).
+        switch_user: run executors as their FrameworkInfo/CommandInfo user (``dl2 local-cluster``'s
+            default, as Mesos's ``--switch_user``). Off here: a test harness runs every executor as
+            the test's own user, whose interpreter and temporary folders the task user may not reach.
     """
 
     def __init__(
@@ -80,6 +83,7 @@ class LocalCluster:
         port_base: int = 31000,
         attributes: dict[str, str] | None = None,
         host: str = "127.0.0.1",
+        switch_user: bool = False,
     ) -> None:
         self.options = dict(
             agents=agents,
@@ -98,6 +102,7 @@ class LocalCluster:
             executor_shutdown_grace_period=executor_shutdown_grace_period,
             executor_registration_timeout=executor_registration_timeout,
             status_update_retry_min=status_update_retry_interval,
+            switch_user=switch_user,
         )
         self.in_subprocess = in_subprocess
         self.zk_url = zk
@@ -193,6 +198,7 @@ class LocalCluster:
             str(o["status_update_retry_min"]),
             "--ready-file",
             str(ready),
+            "--switch-user" if o["switch_user"] else "--no-switch-user",
         ]
         for attr in o["attributes"]:  # type: ignore[union-attr]
             cmd += ["--attribute", attr]
