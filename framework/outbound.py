@@ -99,7 +99,7 @@ def _offer_keys(offer_ids: Any) -> set[str]:
     return {f"offer:{_value(o)}" for o in ids}
 
 
-def _task_keys(infos: Iterable[Any]) -> set[str]:
+def _task_keys(infos: Iterable[Any] | None) -> set[str]:
     keys = set()
     for t in infos or ():
         if isinstance(t, dict):
