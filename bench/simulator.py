@@ -55,7 +55,8 @@ def throughput(presets: list[str], policies: list[str], episodes: int) -> None:
             w0, c0 = time.perf_counter(), time.process_time()
             for seed, tr in enumerate(traces, start=1):
                 slots += run(policy, sc, tr, seed=seed).slots
-            print(_row(name, pol, episodes, slots, time.perf_counter() - w0, time.process_time() - c0), flush=True)
+            wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+            print(_row(name, pol, episodes, slots, wall, cpu), flush=True)
         # the simulator alone: replay DRF's decisions
         drf = make_policy("drf")
         for seed, tr in enumerate(traces, start=1):
@@ -74,7 +75,8 @@ def throughput(presets: list[str], policies: list[str], episodes: int) -> None:
                 sim.step(a)
             sim.metrics()
             slots += len(allocs)
-        print(_row(name, "(sim only)", episodes, slots, time.perf_counter() - w0, time.process_time() - c0), flush=True)
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        print(_row(name, "(sim only)", episodes, slots, wall, cpu), flush=True)
 
 
 def reference_scale(policies: list[str], seed: int, jobs: int, agents: int) -> None:
@@ -89,7 +91,9 @@ def reference_scale(policies: list[str], seed: int, jobs: int, agents: int) -> N
         f"reference scale: {agents} nodes, {len(trace)} jobs, seed {seed}; "
         f"speed models built in {build:.2f} s (once per process, excluded below)"
     )
-    print(f"{'policy':8s} {'wall s':>8s} {'cpu s':>8s} {'slots':>6s} {'slots/s':>9s} {'avg JCT (slots)':>16s}")
+    print(
+        f"{'policy':8s} {'wall s':>8s} {'cpu s':>8s} {'slots':>6s} {'slots/s':>9s} {'avg JCT (slots)':>16s}"
+    )
     for name in policies:
         policy = make_policy(name)
         w0, c0 = time.perf_counter(), time.process_time()

@@ -164,7 +164,6 @@ _KEY_ALIASES = {"user": "task_user"}
 _ENV_ALIASES = {"DL2_TOKEN": "api_token", "DL2_USER": "task_user"}
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 _MAPPINGS = {"policy_args", "task_env"}
-_POLICIES = ("dl2", "drf", "tetris", "optimus", "fifo", "srtf")
 
 
 def _coerce(key: str, value: Any, source: str) -> Any:
@@ -219,8 +218,10 @@ def _coerce(key: str, value: Any, source: str) -> Any:
 def _validate(cfg: Config) -> None:
     if cfg.slot <= 0:
         raise ConfigError(f"slot: must be > 0 seconds, got {cfg.slot}")
-    if cfg.policy not in _POLICIES:
-        raise ConfigError(f"policy: unknown policy {cfg.policy!r}; known: {', '.join(_POLICIES)}")
+    from dl2_mesos.policy.registry import policy_names  # the one list of policies
+
+    if cfg.policy not in policy_names():
+        raise ConfigError(f"policy: unknown policy {cfg.policy!r}; known: {', '.join(policy_names())}")
     if not (cfg.master.startswith("zk://") or re.match(r"^[\w.\-]+(:\d+)?$", cfg.master)):
         raise ConfigError(f"master: expected host:port or zk://host:2181/path, got {cfg.master!r}")
     if cfg.zk != "none" and not re.match(r"^zk://[^/\s]+(/[\w.\-/]*)?$", cfg.zk):

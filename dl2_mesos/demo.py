@@ -277,7 +277,7 @@ def run_demo(*, policy: str = "dl2", agents: int = 3, cpus: float = 8, gpus: int
 
 
 @click.command()
-@click.option("--policy", default="dl2", show_default=True, help="dl2 | drf | tetris | optimus | fifo | srtf | srtf-gain.")
+@click.option("--policy", default="dl2", show_default=True, help="dl2 | drf | tetris | optimus | fifo | srtf | srtf-gain | pollux | tiresias.")
 @click.option("--agents", default=3, show_default=True, type=click.IntRange(1, 64))
 @click.option("--cpus", default=8.0, show_default=True, type=click.FloatRange(1))
 @click.option("--gpus", default=2, show_default=True, type=click.IntRange(0, 16))

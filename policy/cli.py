@@ -98,24 +98,42 @@ def mean_ci(values: list[float]) -> tuple[float, float]:
 def trace_source_options(f):
     """Click options that train on trace files: ``--trace FILE...`` plus the augmentation flags."""
     opts = [
-        click.option("--trace", "trace_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
-                     help="Train on this trace file (repeatable; replaces --preset): your cluster's history."),
-        click.option("--trace-format", type=click.Choice(["csv", "philly"]), default="csv", show_default=True,
-                     help="csv: the simulator's trace format; philly: a Philly-style log (submit, duration, GPUs)."),
-        click.option("--trace-base", default="small", show_default=True,
-                     help="Preset whose cluster (nodes, slot length) the trace runs on."),
+        click.option(
+            "--trace", "trace_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
+            help="Train on this trace file (repeatable; replaces --preset): your cluster's history.",
+        ),
+        click.option(
+            "--trace-format", type=click.Choice(["csv", "philly"]), default="csv", show_default=True,
+            help="csv: the simulator's trace format; philly: a Philly-style log (submit, duration, GPUs).",
+        ),
+        click.option(
+            "--trace-base", default="small", show_default=True,
+            help="Preset whose cluster (nodes, slot length) the trace runs on.",
+        ),
         click.option("--trace-agents", type=click.IntRange(min=1), help="Number of nodes for the trace."),
-        click.option("--augment-window", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
-                     help="Each episode: a random window of this many seconds of the trace."),
-        click.option("--augment-rate", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
-                     help="Scale the arrival rate (2: the same jobs arrive twice as fast)."),
-        click.option("--augment-jitter", type=click.FloatRange(min=0), default=0.0, show_default=True,
-                     metavar="SECONDS", help="Shift each arrival by up to this many seconds."),
-        click.option("--augment-resample", is_flag=True,
-                     help="Resample each job's type and length from the trace's jobs."),
-        click.option("--augment-length-jitter", type=click.FloatRange(0, 1, max_open=True), default=0.0,
-                     show_default=True, help="Scale each job's epochs by U(1-a, 1+a)."),
-        click.option("--augment-max-jobs", type=click.IntRange(min=1), help="At most this many jobs per episode."),
+        click.option(
+            "--augment-window", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+            help="Each episode: a random window of this many seconds of the trace.",
+        ),
+        click.option(
+            "--augment-rate", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+            help="Scale the arrival rate (2: the same jobs arrive twice as fast).",
+        ),
+        click.option(
+            "--augment-jitter", type=click.FloatRange(min=0), default=0.0, show_default=True,
+            metavar="SECONDS", help="Shift each arrival by up to this many seconds.",
+        ),
+        click.option(
+            "--augment-resample", is_flag=True,
+            help="Resample each job's type and length from the trace's jobs.",
+        ),
+        click.option(
+            "--augment-length-jitter", type=click.FloatRange(0, 1, max_open=True), default=0.0,
+            show_default=True, help="Scale each job's epochs by U(1-a, 1+a).",
+        ),
+        click.option(
+            "--augment-max-jobs", type=click.IntRange(min=1), help="At most this many jobs per episode."
+        ),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -132,10 +150,11 @@ def trace_source_preset(preset: str, opts: dict) -> str:
     """
     files = list(opts.get("trace_files") or ())
     if not files:
-        used = [k for k in ("augment_window", "augment_max_jobs", "trace_agents") if opts.get(k) is not None]
-        used += [k for k in ("augment_resample",) if opts.get(k)]
-        used += [k for k, d in (("augment_rate", 1.0), ("augment_jitter", 0.0), ("augment_length_jitter", 0.0))
-                 if opts.get(k, d) != d]
+        defaults = {
+            "augment_window": None, "augment_max_jobs": None, "trace_agents": None, "augment_resample": False,
+            "augment_rate": 1.0, "augment_jitter": 0.0, "augment_length_jitter": 0.0,
+        }
+        used = [k for k, d in defaults.items() if opts.get(k, d) is not None and opts.get(k, d) != d]
         if used:
             raise click.UsageError(f"--{used[0].replace('_', '-')} needs --trace")
         return preset
@@ -172,8 +191,9 @@ def trace_source_preset(preset: str, opts: dict) -> str:
             length_jitter=opts.get("augment_length_jitter", 0.0),
             max_jobs=opts.get("augment_max_jobs"),
         )
-        name = trace_preset_name(paths, base=opts.get("trace_base") or "small", agents=opts.get("trace_agents"),
-                                 augment=aug)
+        name = trace_preset_name(
+            paths, base=opts.get("trace_base") or "small", agents=opts.get("trace_agents"), augment=aug
+        )
         get_preset(name)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
@@ -446,7 +466,9 @@ def simulate(
     )
     load_seeds = seed_list[:1] if fixed_trace is not None else seed_list
     loads = [offered_load(sim_cfg, traces[s]) for s in load_seeds]
-    click.echo(format_loads(load_seeds, loads) if fixed_trace is None else f"offered load {loads[0].describe()}")
+    click.echo(
+        format_loads(load_seeds, loads) if fixed_trace is None else f"offered load {loads[0].describe()}"
+    )
     click.echo(_table(results, sim_cfg.slot_seconds))
     if json_out:
         doc = {
@@ -529,9 +551,12 @@ def trace_import_philly(log, seed, output):
     "--policies",
     "-p",
     default=None,
-    help="Comma-separated registered policy names [default: dl2 and every baseline except tetris, fifo, srtf].",
+    help="Comma-separated registered policy names "
+    "[default: dl2 and every baseline except tetris, fifo, srtf].",
 )
-@click.option("--seeds", default=None, help="Held-out seeds: range or list [default: 101-110; --quick: 101,102].")
+@click.option(
+    "--seeds", default=None, help="Held-out seeds: range or list [default: 101-110; --quick: 101,102]."
+)
 @click.option(
     "--points",
     default=None,
@@ -540,8 +565,12 @@ def trace_import_philly(log, seed, output):
     "--quick: sweep-rho0.25, sweep-rho1, sweep-rho4, testbed-rho2].",
 )
 @click.option("--quick", is_flag=True, help="Fewer seeds and points (no 500-node presets).")
-@click.option("--model", "model_path", type=click.Path(dir_okay=False), help="DL2 weights (default: shipped).")
-@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Parallel processes.")
+@click.option(
+    "--model", "model_path", type=click.Path(dir_okay=False), help="DL2 weights (default: shipped)."
+)
+@click.option(
+    "--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Parallel processes."
+)
 @click.option("--max-slots", type=click.IntRange(min=1), help="Stop each run after this many slots.")
 @click.option(
     "--out",

@@ -19,13 +19,17 @@ _POLICIES: dict[str, str] = {
     "fifo": "dl2_mesos.policy.baselines.fifo:FIFOPolicy",
     "srtf": "dl2_mesos.policy.baselines.srtf:SRTFPolicy",
     "srtf-gain": "dl2_mesos.policy.baselines.srtf_gain:SRTFGainPolicy",
+    "pollux": "dl2_mesos.policy.baselines.pollux:PolluxPolicy",
+    "tiresias": "dl2_mesos.policy.baselines.tiresias:TiresiasPolicy",
     "dl2": "dl2_mesos.policy.dl2.dl2_policy:DL2Policy",
 }
 # name -> "module:class" of the learnable model online learning drives (policies that learn)
 _ONLINE_MODELS: dict[str, str] = {
     "dl2": "dl2_mesos.policy.dl2.online_model:DL2OnlineModel",
 }
-BASELINES = ("drf", "tetris", "optimus", "fifo", "srtf", "srtf-gain")
+BASELINES = ("drf", "tetris", "optimus", "fifo", "srtf", "srtf-gain", "tiresias")
+# baselines that run in a process and environment of their own (seconds per slot, not milliseconds)
+EXTERNAL_BASELINES = ("pollux",)
 
 
 def policy_names() -> tuple[str, ...]:

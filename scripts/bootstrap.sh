@@ -47,6 +47,7 @@ log "installing dl2-mesos$EXTRAS (editable)"
 "$VPY" -m pip install -q -e ".$EXTRAS"
 
 bash "$ROOT/scripts/install_job_env.sh"
+bash "$ROOT/scripts/install_pollux_env.sh"
 if [ "$WITH_TEST" = 1 ]; then
   bash "$ROOT/scripts/install_services.sh"
 fi

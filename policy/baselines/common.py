@@ -27,7 +27,7 @@ from dl2_mesos.resources import Resources
 
 
 def minimum(spec: JobSpec) -> tuple[int, int]:
-    """(PS, workers) of a job's smallest runnable size: ``min_ps`` (0 without PS), ``min_workers``, each >= 1."""
+    """(PS, workers) of a job's smallest runnable size: ``min_ps`` (0 without PS), ``min_workers``."""
     return (max(spec.min_ps, 1) if spec.uses_ps else 0), max(spec.min_workers, 1)
 
 

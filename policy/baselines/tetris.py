@@ -126,7 +126,8 @@ class TetrisPolicy:
             # minimums that fit on no one agent go first, spread over agents all or nothing
             board = PlacementBoard(agents)
             for k in np.flatnonzero(spread):
-                placed = place_tasks(board, jobs[k].spec.ps, jobs[k].spec.worker, int(min_ps[k]), int(min_w[k]))
+                spec = jobs[k].spec
+                placed = place_tasks(board, spec.ps, spec.worker, int(min_ps[k]), int(min_w[k]))
                 if placed is None:
                     continue
                 for agent_id, d in placed:

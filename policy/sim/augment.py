@@ -76,7 +76,8 @@ def _window(jobs: list, seconds: float, rng: np.random.Generator) -> list:
     first, last = jobs[0].arrival_time, jobs[-1].arrival_time
     start = float(rng.uniform(first, max(first, last - seconds)))
     start = min(j.arrival_time for j in jobs if j.arrival_time >= start)  # never an empty window
-    return [replace(j, arrival_time=j.arrival_time - start) for j in jobs if start <= j.arrival_time < start + seconds]
+    inside = [j for j in jobs if start <= j.arrival_time < start + seconds]
+    return [replace(j, arrival_time=j.arrival_time - start) for j in inside]
 
 
 def augment(jobs: Sequence, cfg: AugmentConfig, rng: np.random.Generator) -> tuple:
@@ -101,7 +102,9 @@ def augment(jobs: Sequence, cfg: AugmentConfig, rng: np.random.Generator) -> tup
         out = [replace(j, spec=replace(source[int(k)].spec, name=j.spec.name)) for j, k in zip(out, picks)]
     if cfg.length_jitter > 0:
         factors = rng.uniform(1.0 - cfg.length_jitter, 1.0 + cfg.length_jitter, size=len(out))
-        out = [replace(j, spec=replace(j.spec, epochs=j.spec.epochs * float(f))) for j, f in zip(out, factors)]
+        out = [
+            replace(j, spec=replace(j.spec, epochs=j.spec.epochs * float(f))) for j, f in zip(out, factors)
+        ]
     out.sort(key=lambda j: (j.arrival_time, j.job_id))
     if cfg.max_jobs is not None:
         out = out[: cfg.max_jobs]

@@ -41,8 +41,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from dl2_mesos.errors import ConfigError
-from dl2_mesos.policy.sim.augment import AugmentConfig
 from dl2_mesos.job_types import get_job_type, job_type_names
+from dl2_mesos.policy.sim.augment import AugmentConfig
 from dl2_mesos.resources import Resources
 
 #: The reference node: 8 CPU cores, 2 GPUs, 48 GiB (the simulator's node in the authors'

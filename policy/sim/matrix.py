@@ -131,7 +131,9 @@ def point_reference(point: str, seeds: Sequence[int]) -> dict[str, Any]:
     }
 
 
-def summarise_point(ref: dict[str, Any], runs: dict[str, dict[int, dict]], seeds: Sequence[int]) -> dict[str, Any]:
+def summarise_point(
+    ref: dict[str, Any], runs: dict[str, dict[int, dict]], seeds: Sequence[int]
+) -> dict[str, Any]:
     """One point of the matrix document from its trace figures and its runs (policy -> seed -> summary)."""
     from dl2_mesos.policy.registry import BASELINES
 
@@ -141,7 +143,9 @@ def summarise_point(ref: dict[str, Any], runs: dict[str, dict[int, dict]], seeds
         pols[name] = {
             "avg_jct": sum(jcts) / len(jcts),
             "per_seed": {str(s): v for s, v in zip(seeds, jcts)},
-            "unfinished": sum(int(by_seed[int(s)]["num_jobs"]) - int(by_seed[int(s)]["num_finished"]) for s in seeds),
+            "unfinished": sum(
+                int(by_seed[int(s)]["num_jobs"]) - int(by_seed[int(s)]["num_finished"]) for s in seeds
+            ),
             "rescales": sum(float(by_seed[int(s)]["rescales"]) for s in seeds) / len(seeds),
         }
     heuristics = [n for n in pols if n in BASELINES]
@@ -181,11 +185,12 @@ def evaluate_matrix(
 
     for p in points:
         preset(p)  # fail before any run
+    refs = {p: point_reference(p, seeds) for p in points}  # the trace-only figures, also before any run
     tasks = [(n, model_path, p, int(s), max_slots, False) for p in points for n in policies for s in seeds]
     runs: dict[str, dict[str, dict[int, dict]]] = {p: {n: {} for n in policies} for p in points}
     for point, name, seed, summary in run_tasks(tasks, workers, progress):
         runs[point][name][seed] = summary
-    out = [summarise_point(point_reference(p, seeds), runs[p], seeds) for p in points]
+    out = [summarise_point(refs[p], runs[p], seeds) for p in points]
     return {
         "points": out,
         "config": {
@@ -287,7 +292,8 @@ def plot_matrix(doc: dict[str, Any], path: str) -> None:
         ax.set_title(f"{title} (sweep: lines; contended presets: markers)", fontsize="medium")
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize="small")
-    fig.suptitle(f"evaluation matrix, seeds {_seed_text(doc['config']['seeds'])}, model {doc['config']['model']}")
+    cfg = doc["config"]
+    fig.suptitle(f"evaluation matrix, seeds {_seed_text(cfg['seeds'])}, model {cfg['model']}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

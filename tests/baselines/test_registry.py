@@ -13,7 +13,7 @@ from dl2_mesos.policy_api import Policy
 
 
 def test_names():
-    assert set(policy_names()) == {"drf", "tetris", "optimus", "fifo", "srtf", "srtf-gain", "dl2"}
+    assert set(policy_names()) == {"drf", "tetris", "optimus", "fifo", "srtf", "srtf-gain", "pollux", "tiresias", "dl2"}
 
 
 @pytest.mark.parametrize("name", BASELINES)

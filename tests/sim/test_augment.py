@@ -10,7 +10,9 @@ from dl2_mesos.policy.sim.augment import AugmentConfig, augment
 from dl2_mesos.policy.sim.config import TraceConfig, preset, trace_preset_name
 from dl2_mesos.policy.sim.trace import generate_trace, write_trace
 
-SOURCE = generate_trace(TraceConfig(num_jobs=80, arrival="poisson", max_arrivals_per_slot=2, fixed_length=False), 4)
+SOURCE = generate_trace(
+    TraceConfig(num_jobs=80, arrival="poisson", max_arrivals_per_slot=2, fixed_length=False), 4
+)
 SPAN = SOURCE[-1].arrival_time
 
 

@@ -69,7 +69,8 @@ def test_arrival_scale_multiplies_each_slot_and_carries_the_fraction():
     halved = generate_trace(TraceConfig(**{**base.to_dict(), "arrival_scale": 0.75}), 0)
     # 1.5 per slot: 1, 2, 1, 2, ...
     assert per_slot(halved) == {0: 1, 1: 2, 2: 1, 3: 2, 4: 1, 5: 2}
-    assert generate_trace(TraceConfig(**{**base.to_dict(), "arrival_scale": 1.0}), 0) == generate_trace(base, 0)
+    same = TraceConfig(**{**base.to_dict(), "arrival_scale": 1.0})
+    assert generate_trace(same, 0) == generate_trace(base, 0)
 
 
 def test_arrival_scale_keeps_the_google_shape():

@@ -31,8 +31,8 @@ def test_philly_logs_are_converted_once(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     log = tmp_path / "philly.csv"
     log.write_text(PHILLY)
-    name = trace_source_preset("small", {"trace_files": (str(log),), "trace_format": "philly", "trace_agents": 4,
-                                         "augment_rate": 2.0})
+    opts = {"trace_files": (str(log),), "trace_format": "philly", "trace_agents": 4, "augment_rate": 2.0}
+    name = trace_source_preset("small", opts)
     sim, tc = preset(name)
     assert sim.num_agents == 4 and tc.augment.rate == 2.0
     (converted,) = tc.files
@@ -66,5 +66,6 @@ def test_train_sl_on_a_trace_file(tmp_path):
 
 
 def test_train_rejects_a_missing_trace(tmp_path):
-    res = CliRunner().invoke(main, ["train", "rl", "--trace", str(tmp_path / "none.csv"), "--out", str(tmp_path)])
+    args = ["train", "rl", "--trace", str(tmp_path / "none.csv"), "--out", str(tmp_path)]
+    res = CliRunner().invoke(main, args)
     assert res.exit_code != 0 and "does not exist" in res.output
