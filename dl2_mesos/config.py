@@ -103,6 +103,11 @@ class Config:
     api_max_connections: int = 512  # open API connections at most (more are closed at once)
     api_header_timeout: float = 10.0  # a request's headers must arrive within this (slowloris guard)
     api_keep_alive: float = 5.0  # idle keep-alive connections are closed after this
+    api_read_token: str = ""  # bearer token for reads only (the api_token reads too)
+    api_open_reads: bool = False  # serve reads without a token even when tokens are set
+    # --- retention of ended jobs (0 = no limit) ----------------------------------------------
+    retain_ended_for: float = 30 * 86400.0  # delete finished/failed/cancelled jobs this long after they end
+    retain_ended_jobs: int = 10000  # and keep at most this many ended jobs (oldest deleted first)
 
     # -- derived --------------------------------------------------------------------------------
     @property
@@ -143,7 +148,7 @@ class Config:
     def redacted(self) -> dict[str, Any]:
         """The settings as a dict with secrets masked (for logs and the status page)."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        for k in ("secret", "api_token", "zk_digest"):
+        for k in ("secret", "api_token", "api_read_token", "zk_digest"):
             if out[k]:
                 out[k] = "***"
         out["policy_args"] = dict(out["policy_args"])
@@ -154,11 +159,12 @@ class Config:
 _FIELDS = {f.name: f for f in fields(Config)}
 _DURATIONS = {
     "api_header_timeout", "api_keep_alive", "failover_timeout", "connect_timeout", "kill_grace", "zk_timeout", "slot", "offer_hold",
-    "offer_wait", "launch_timeout", "rescale_resend", "progress_interval",
+    "offer_wait", "launch_timeout", "rescale_resend", "progress_interval", "retain_ended_for",
 }
 _FLOATS = {"executor_cpus", "executor_mem", "rollback_margin"}
-_INTS = {"master_calls", "max_task_failures", "online_window", "model_keep", "max_body_bytes", "api_max_connections"}
-_BOOLS = {"online_learning", "insecure_no_auth", "zk_insecure"}
+_INTS = {"master_calls", "max_task_failures", "online_window", "model_keep", "max_body_bytes", "api_max_connections",
+         "retain_ended_jobs"}
+_BOOLS = {"online_learning", "insecure_no_auth", "zk_insecure", "api_open_reads"}
 #: older or alternative names: TOML key / flag -> field, and environment variable -> field
 _KEY_ALIASES = {"user": "task_user"}
 _ENV_ALIASES = {"DL2_TOKEN": "api_token", "DL2_USER": "task_user"}
@@ -222,11 +228,11 @@ def _validate(cfg: Config) -> None:
 
     if cfg.policy not in policy_names():
         raise ConfigError(f"policy: unknown policy {cfg.policy!r}; known: {', '.join(policy_names())}")
-    if not (cfg.master.startswith("zk://") or re.match(r"^[\w.\-]+(:\d+)?$", cfg.master)):
+    if not (cfg.master.startswith("zk://") or re.fullmatch(r"[\w.\-]+(:\d+)?", cfg.master)):
         raise ConfigError(f"master: expected host:port or zk://host:2181/path, got {cfg.master!r}")
-    if cfg.zk != "none" and not re.match(r"^zk://[^/\s]+(/[\w.\-/]*)?$", cfg.zk):
+    if cfg.zk != "none" and not re.fullmatch(r"zk://[^/\s]+(/[\w.\-/]*)?", cfg.zk):
         raise ConfigError(f"zk: expected zk://host:2181/path or none, got {cfg.zk!r}")
-    if not re.match(r"^[^\s:]*:\d{1,5}$", cfg.api) or not (0 <= cfg.api_port <= 65535):
+    if not re.fullmatch(r"[^\s:]*:\d{1,5}", cfg.api) or not (0 <= cfg.api_port <= 65535):
         raise ConfigError(f"api: expected host:port (e.g. 0.0.0.0:8080), got {cfg.api!r}")
     if cfg.zk_digest and ":" not in cfg.zk_digest:
         raise ConfigError("zk_digest: expected user:password")

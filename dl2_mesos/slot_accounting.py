@@ -7,7 +7,7 @@ numbers on the cluster (train/serve skew).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping
 
 from dl2_mesos.cluster import JobView
 from dl2_mesos.jobs import JobSpec
@@ -23,14 +23,15 @@ def job_reward(epochs_trained: float, total_epochs: float) -> float:
     return max(0.0, float(epochs_trained)) / float(total_epochs)
 
 
-def slot_reward(progress: Iterable[tuple[float, float]]) -> float:
+def slot_reward(trained: Mapping[str, float], total_epochs: Mapping[str, float]) -> float:
     """DL2's reward of one slot (§4.3, eq. (1)): the sum over the jobs that ran of
     epochs trained in the slot / the job's total epochs.
 
     Args:
-        progress: (epochs trained in the slot, total epochs) per job.
+        trained: epochs each job trained in the slot.
+        total_epochs: each of those jobs' total epochs.
     """
-    return sum(job_reward(trained, total) for trained, total in progress)
+    return sum(job_reward(done, total_epochs[job_id]) for job_id, done in trained.items())
 
 
 def job_view(job_id: str, spec: JobSpec, *, slot: int, arrival_slot: int, arrival_time: float,

@@ -44,8 +44,8 @@ from dl2_mesos.errors import CheckpointError
 logger = logging.getLogger(__name__)
 
 MANIFEST = "MANIFEST.json"
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-_DIR_RE = re.compile(r"^(\d{6,})(?:-([A-Za-z0-9][A-Za-z0-9._-]*))?$")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+_DIR_RE = re.compile(r"(\d{6,})(?:-([A-Za-z0-9][A-Za-z0-9._-]*))?")
 T = TypeVar("T")
 
 # hdfs-native otherwise retries a refused connection for about three minutes inside one call;
@@ -96,7 +96,7 @@ class CheckpointInfo:
 
 def check_name(name: str) -> str:
     """Validate a job-supplied checkpoint name (one safe path component) and return it."""
-    if not isinstance(name, str) or not _NAME_RE.match(name) or ".." in name:
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name) or ".." in name:
         raise InvalidCheckpointName(
             f"checkpoint name {name!r} refused: use 1-100 characters of [A-Za-z0-9._-], "
             "starting with a letter or digit, without '..' or '/'"
@@ -219,7 +219,7 @@ class CheckpointStore:
             return []
         out = []
         for n in names:
-            m = _DIR_RE.match(n)
+            m = _DIR_RE.fullmatch(n)
             if m:
                 out.append((int(m.group(1)), n))
         return sorted(out)

@@ -155,7 +155,16 @@ def submit(spec_file: Any, job_type: str | None, epochs: float | None, name: str
 @_json
 def jobs(phase: str | None, api: str, token: str, token_file: str | None, as_json: bool) -> None:
     """List jobs."""
-    data = _call("GET", api, "/api/v1/jobs" + (f"?phase={phase}" if phase else ""), resolve_token(token, token_file))
+    token = resolve_token(token, token_file)
+    data: dict[str, Any] = {"jobs": []}
+    cursor = None
+    while True:  # the API answers a page at a time; next_cursor names the next one
+        query = "&".join(q for q in (f"phase={phase}" if phase else "", f"cursor={cursor}" if cursor else "") if q)
+        page = _call("GET", api, "/api/v1/jobs" + (f"?{query}" if query else ""), token)
+        data["jobs"] += page["jobs"]
+        cursor = page.get("next_cursor")
+        if not cursor:
+            break
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return

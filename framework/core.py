@@ -43,7 +43,8 @@ from dl2_mesos.framework.launcher import Launcher
 from dl2_mesos.framework.metrics import FrameworkMetrics
 from dl2_mesos.framework.mesos_outbox import MesosOutbox
 from dl2_mesos.framework.offer_book import OfferBook, offer_id
-from dl2_mesos.framework.records import TERMINAL_TASK_STATES, FrameworkJob
+from dl2_mesos.framework.records import (TERMINAL_TASK_STATES, FrameworkJob, IdempotencyConflict, job_id_of_task,
+                                         spec_digest)
 from dl2_mesos.framework.state_store import StateStore
 from dl2_mesos.restart_costs import RESTART_COSTS_FILE, RestartCostBook
 from dl2_mesos.framework.transitions import Transition
@@ -139,6 +140,8 @@ class SchedulerCore:
         self.epoch = float(meta["epoch"])
         self.last_slot = int(meta.get("last_slot", -1))
         self.book.restore()
+        store = self.store  # counted when scraped (the online learner may quarantine a model record later)
+        self.metrics.quarantined_records.set_function(lambda: len(store.quarantined) + bool(store.quarantined_meta))
         self._slot_epochs = {j.job_id: j.epochs_done for j in self.book.active()}
         logger.info("restored %d jobs, framework id %s, term %s", len(self.jobs), self.framework_id, meta["term"])
 
@@ -252,6 +255,11 @@ class SchedulerCore:
             self.book.await_ack(st)
         job, task = self.book.find_task(tid)
         if job is None or task is None:
+            if job is None and job_id_of_task(tid) in self.store.quarantined:
+                # its job's record could not be read: an unknown job, not an unwanted task
+                logger.error("task %s (%s) belongs to quarantined job %s: left running", tid, state,
+                             job_id_of_task(tid))
+                return
             if state not in TERMINAL_TASK_STATES and self.outbox.connected:
                 logger.warning("killing unknown task %s (%s)", tid, state)
                 self.outbox.kill(tid)
@@ -313,21 +321,34 @@ class SchedulerCore:
     # -- commands from the API ---------------------------------------------------------------
     def _on_submit(self, e: ev.SubmitJob) -> None:
         try:
-            job = self.submit(e.spec)
+            job = self.submit(e.spec, e.idempotency_key)
             self.replies.append((e.reply, job.public(), None))
         except Exception as exc:  # reported to the HTTP caller
             self.replies.append((e.reply, None, exc))
             if isinstance(exc, (StaleVersion, StoreUnavailable)):
                 raise
 
-    def submit(self, spec: JobSpec) -> FrameworkJob:
-        """Add a job; it is stored before this returns."""
+    def submit(self, spec: JobSpec, idempotency_key: str = "") -> FrameworkJob:
+        """Add a job; it is stored before this returns. A repeated ``idempotency_key`` with the
+        same spec answers the job stored first.
+
+        Raises:
+            IdempotencyConflict: the key was used for another spec.
+        """
+        digest = spec_digest(spec) if idempotency_key else ""
+        if idempotency_key:
+            for known in self.jobs.values():
+                if known.idempotency_key == idempotency_key:
+                    if known.request_digest != digest:
+                        raise IdempotencyConflict(idempotency_key, known.job_id)
+                    return known
         now = self.clock()
         job_id = f"{(spec.name or spec.job_type).lower()[:40]}-{uuid.uuid4().hex[:8]}"
         job = FrameworkJob(
             job_id=job_id, spec=spec, submitted_at=now, arrival_slot=self.current_slot(now),
             arrival_time=now - self.epoch,
             checkpoint_uri=f"{self.cfg.checkpoint_root.rstrip('/')}/{job_id}",
+            idempotency_key=idempotency_key, request_digest=digest,
         )
         job.phase_times[JobPhase.PENDING.value] = now
         self.book.add(job)

@@ -65,6 +65,7 @@ class MesosError:
 @dataclass(frozen=True)
 class SubmitJob:
     spec: JobSpec
+    idempotency_key: str = ""  # the request's Idempotency-Key ("" = none)
     reply: Future = field(default_factory=Future, compare=False)
 
 

@@ -35,7 +35,7 @@ class JobBook:
 
     def restore(self) -> None:
         """Load every job from the store; running jobs intend the counts of their current generation."""
-        self.jobs = self.store.load_jobs()
+        self.jobs = self.store.load_jobs(quarantine=True)  # unreadable records are moved aside
         self.task_index = {t.task_id: j.job_id for j in self.jobs.values() for t in j.tasks.values()}
         for job in self.jobs.values():
             if job.cluster is not None and not job.phase.terminal:
@@ -70,6 +70,17 @@ class JobBook:
         job.tasks[task.task_id] = task
         self.task_index[task.task_id] = job.job_id
         self.mark_dirty(job)
+
+    def remove(self, job_id: str) -> FrameworkJob | None:
+        """Forget an ended job (after the store deleted it): the retention rule."""
+        job = self.jobs.pop(job_id, None)
+        if job is not None:
+            for task_id in job.tasks:
+                self.task_index.pop(task_id, None)
+        self.intended.pop(job_id, None)
+        self._dirty.discard(job_id)
+        self._progress_saved.pop(job_id, None)
+        return job
 
     def mark_dirty(self, job: FrameworkJob) -> None:
         self._dirty.add(job.job_id)

@@ -28,6 +28,16 @@ class StoreUnavailable(Dl2Error):
     """The state store cannot be reached."""
 
 
+class CorruptValue(Dl2Error):
+    """A stored value cannot be read (a truncated or overwritten file); ``version`` when known."""
+
+    def __init__(self, key: str, reason: str, version: int | None = None, raw: bytes = b"") -> None:
+        self.key = key
+        self.version = version
+        self.raw = raw
+        super().__init__(f"{key}: unreadable ({reason})")
+
+
 class KVStore(Protocol):
     """What :class:`~dl2_mesos.framework.state_store.StateStore` needs from a backend."""
 
@@ -43,8 +53,8 @@ class KVStore(Protocol):
         """
         ...
 
-    def delete(self, key: str, expected: int | None = None) -> None:
-        """Remove ``key`` and everything under it (absent is fine)."""
+    def delete(self, key: str, expected: int | None = None, guard: tuple[str, int] | None = None) -> None:
+        """Remove ``key`` and everything under it (absent is fine); ``guard`` as for :meth:`put`."""
         ...
 
     def children(self, key: str) -> list[str]:
@@ -75,9 +85,12 @@ class MemoryKV:
             self._data[key] = (bytes(data), version)
             return version
 
-    def delete(self, key: str, expected: int | None = None) -> None:
+    def delete(self, key: str, expected: int | None = None, guard: tuple[str, int] | None = None) -> None:
         key = key.strip("/")
         with self._lock:
+            if guard is not None:
+                g = self._data.get(guard[0].strip("/"))
+                _check(guard[0], g[1] if g else None, guard[1])
             for k in [k for k in self._data if k == key or k.startswith(key + "/")]:
                 del self._data[k]
 
@@ -101,8 +114,10 @@ def _check(key: str, current: int | None, expected: int | None) -> None:
 class FileKV:
     """One JSON-wrapped file per key under a folder (the single-machine store, no ZooKeeper).
 
-    Writes go to a temporary file and are renamed into place, so a crash never leaves a torn
-    value. Versions live inside the file. Only one process may use a folder at a time.
+    Writes go to a temporary file that is fsynced and renamed into place, then the folder is
+    fsynced, so neither a crash nor a power cut leaves a torn or lost value. Versions live inside
+    the file. A file that cannot be read anyway (damaged outside the framework) raises
+    :class:`CorruptValue`. Only one process may use a folder at a time.
     """
 
     def __init__(self, root: str | os.PathLike) -> None:
@@ -119,31 +134,49 @@ class FileKV:
     def get(self, key: str) -> tuple[bytes, int] | None:
         p = self._path(key)
         try:
-            env = json.loads(p.read_text())
+            raw = p.read_bytes()
         except FileNotFoundError:
             return None
-        return env["data"].encode("latin-1"), int(env["version"])
+        try:
+            env = json.loads(raw.decode("utf-8"))
+            return env["data"].encode("latin-1"), int(env["version"])
+        except (ValueError, KeyError, TypeError, AttributeError, UnicodeError) as exc:
+            raise CorruptValue(key, f"{p}: {type(exc).__name__}", raw=raw) from None
+
+    def _version(self, key: str) -> int | None:
+        """The version of ``key``; a corrupt file counts as version -2 (only an unconditional
+        write or a delete replaces it)."""
+        try:
+            got = self.get(key)
+        except CorruptValue:
+            return -2
+        return got[1] if got else None
 
     def put(self, key: str, data: bytes, expected: int | None, guard: tuple[str, int] | None = None) -> int:
         p = self._path(key)
         with self._lock:
             if guard is not None:
-                g = self.get(guard[0])
-                _check(guard[0], g[1] if g else None, guard[1])
-            cur = self.get(key)
-            _check(key, cur[1] if cur else None, expected)
-            version = cur[1] + 1 if cur else 0
+                _check(guard[0], self._version(guard[0]), guard[1])
+            cur = self._version(key)
+            _check(key, cur, expected)
+            version = cur + 1 if cur is not None and cur >= 0 else 0
             p.parent.mkdir(parents=True, exist_ok=True)
             tmp = p.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"version": version, "data": bytes(data).decode("latin-1")}))
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(json.dumps({"version": version, "data": bytes(data).decode("latin-1")}))
+                f.flush()
+                os.fsync(f.fileno())  # the data is on disk before the rename makes it the value
             os.replace(tmp, p)
+            _fsync_dir(p.parent)  # and the rename itself survives a power cut
             return version
 
-    def delete(self, key: str, expected: int | None = None) -> None:
+    def delete(self, key: str, expected: int | None = None, guard: tuple[str, int] | None = None) -> None:
         import shutil
 
         p = self._path(key).parent
         with self._lock:
+            if guard is not None:
+                _check(guard[0], self._version(guard[0]), guard[1])
             if p == self.root:
                 return
             shutil.rmtree(p, ignore_errors=True)
@@ -153,6 +186,14 @@ class FileKV:
         if not d.is_dir():
             return []
         return sorted(c.name for c in d.iterdir() if c.is_dir())
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _zk_errors(fn):  # noqa: ANN001, ANN202
@@ -232,9 +273,15 @@ class ZooKeeperKV:
         if expected is None:
             got = self.client.exists(path)
             expected = -1 if got is None else got.version
-        self.client.ensure_path(path.rsplit("/", 1)[0], acl=self.acl)
+        missing = []  # parents are created inside the transaction: a fenced writer creates nothing
+        parent = path.rsplit("/", 1)[0]
+        while parent.startswith(self.root + "/") and self.client.exists(parent) is None:
+            missing.append(parent)
+            parent = parent.rsplit("/", 1)[0]
         t = self.client.transaction()
         t.check(self._p(guard[0]), guard[1])
+        for node in reversed(missing):
+            t.create(node, b"", acl=self.acl)
         if expected == -1:
             t.create(path, data, acl=self.acl)
         else:
@@ -243,16 +290,43 @@ class ZooKeeperKV:
         errors = [r for r in results if isinstance(r, Exception)]
         if errors:
             raise StaleVersion(f"{path}: fenced or changed ({', '.join(type(e).__name__ for e in errors)})")
-        return 0 if expected == -1 else results[1].version
+        return 0 if expected == -1 else results[-1].version
 
     @_zk_errors
-    def delete(self, key: str, expected: int | None = None) -> None:
+    def delete(self, key: str, expected: int | None = None, guard: tuple[str, int] | None = None) -> None:
         from kazoo.exceptions import NoNodeError
 
+        if guard is not None:
+            self._guarded_delete(self._p(key), guard)
+            return
         try:
             self.client.delete(self._p(key), recursive=True)
         except NoNodeError:
             pass
+
+    def _guarded_delete(self, path: str, guard: tuple[str, int]) -> None:
+        """check(guard) + delete of ``path`` and its descendants (deepest first) in one transaction."""
+        from kazoo.exceptions import NoNodeError
+
+        order: list[str] = []
+        todo = [path]
+        while todo:
+            node = todo.pop()
+            try:
+                kids = self.client.get_children(node)
+            except NoNodeError:
+                continue
+            order.append(node)
+            todo.extend(f"{node}/{k}" for k in kids)
+        if not order:
+            return
+        t = self.client.transaction()
+        t.check(self._p(guard[0]), guard[1])
+        for node in reversed(order):  # children before their parents
+            t.delete(node)
+        errors = [r for r in t.commit() if isinstance(r, Exception)]
+        if errors:
+            raise StaleVersion(f"{path}: not deleted, fenced or changed ({', '.join(type(e).__name__ for e in errors)})")
 
     @_zk_errors
     def children(self, key: str) -> list[str]:

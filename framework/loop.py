@@ -12,12 +12,14 @@ from typing import Any
 from dl2_mesos.framework import events as ev
 from dl2_mesos.framework.core import SchedulerCore
 from dl2_mesos.framework.kv import StaleVersion, StoreUnavailable
+from dl2_mesos.framework.retention import expire_ended_jobs
 
 logger = logging.getLogger(__name__)
 
 TICK_SECONDS = 0.2
 PUBLISH_SECONDS = 0.25
 BATCH_SECONDS = 0.1  # the most time spent on queued events before the view is published again
+RETENTION_SECONDS = 60.0  # how often ended jobs are checked against the retention rule
 
 
 class SchedulingLoop:
@@ -28,6 +30,10 @@ class SchedulingLoop:
         events: the queue every producer puts events on.
         on_fatal: called (from the loop thread) when leading must stop: the store was written by
             another leader (``StaleVersion``) or cannot be reached. Gets the reason.
+
+    Any other exception (from one event, a tick, publishing the view, answering the API) is
+    logged, counted in ``dl2_loop_errors_total{stage}`` and survived: one bad event must not
+    stop the scheduler.
     """
 
     def __init__(self, core: SchedulerCore, events: queue.Queue,
@@ -40,6 +46,7 @@ class SchedulingLoop:
         self._thread: threading.Thread | None = None
         self._stopped = threading.Event()
         self.slow_callback_seconds = 1.0
+        self._retention_at = 0.0
 
     @property
     def view(self) -> dict[str, Any]:
@@ -66,7 +73,51 @@ class SchedulingLoop:
         if spent > self.slow_callback_seconds:
             logger.warning("handling %s took %.2fs", type(event).__name__, spent)
 
+    def _survived(self, stage: str, what: object) -> None:
+        """Log and count an exception the loop goes on after (call from an ``except`` block)."""
+        logger.exception("scheduling loop: error in %s (%s); going on", stage, type(what).__name__)
+        try:
+            self.core.metrics.loop_errors.labels(stage).inc()
+        except Exception:  # noqa: BLE001 - counting must never be what stops the loop
+            logger.debug("loop error metric", exc_info=True)
+
+    def _publish(self) -> None:
+        try:
+            self._view = self.core.view()
+        except (StaleVersion, StoreUnavailable):
+            raise
+        except Exception:  # the previous view stays published
+            self._survived("publish", self.core)
+
+    def _retention(self) -> None:
+        now = time.monotonic()
+        if now < self._retention_at:
+            return
+        self._retention_at = now + RETENTION_SECONDS
+        expire_ended_jobs(self.core, self.core.clock())
+
     def _run(self) -> None:
+        try:
+            self._loop()
+        except (StaleVersion, StoreUnavailable) as exc:
+            logger.error("state store conflict, giving up leadership: %s", exc)
+            if self.on_fatal:
+                self.on_fatal(f"state store: {exc}")
+        finally:
+            self._publish_final()
+
+    def _publish_final(self) -> None:
+        try:
+            self._view = self.core.view()
+        except Exception:  # noqa: BLE001
+            self._survived("publish", self.core)
+        for fut, _, _ in self.core.replies:
+            if not fut.done():
+                fut.set_exception(TimeoutError("the scheduling loop stopped"))
+        self.core.replies = []
+        self._stopped.set()
+
+    def _loop(self) -> None:
         last_publish = 0.0
         while True:
             try:
@@ -97,26 +148,28 @@ class SchedulingLoop:
                         except (StaleVersion, StoreUnavailable):
                             raise
                         except Exception:  # one bad event must not kill the scheduler
-                            logger.exception("error handling %r", nxt)
-                self.core.tick()
-            except (StaleVersion, StoreUnavailable) as exc:
-                logger.error("state store conflict, giving up leadership: %s", exc)
-                if self.on_fatal:
-                    self.on_fatal(f"state store: {exc}")
-                break
+                            self._survived("event", nxt)
+            except (StaleVersion, StoreUnavailable):
+                raise
             except Exception:  # one bad event must not kill the scheduler
-                logger.exception("error handling %r", event)
+                self._survived("event", event)
+            try:
+                self.core.tick()
+                self._retention()
+            except (StaleVersion, StoreUnavailable):
+                raise
+            except Exception:
+                self._survived("tick", self.core)
             now = time.monotonic()
             if (now - last_publish >= PUBLISH_SECONDS or self.core.replies
                     or (event is not None and self.events.empty())):
-                self._view = self.core.view()
+                self._publish()
                 last_publish = now
-            self.core.resolve_replies()
+            try:
+                self.core.resolve_replies()
+            except Exception:  # an API caller that went away must not stop the loop
+                self.core.replies = []
+                self._survived("reply", self.core)
             if stop is not None:
                 logger.info("loop stopping: %s", stop.reason)
                 break
-        self._view = self.core.view()
-        for fut, _, _ in self.core.replies:
-            fut.set_exception(TimeoutError("the scheduling loop stopped"))
-        self.core.replies = []
-        self._stopped.set()

@@ -43,6 +43,12 @@ class FrameworkMetrics:
             "dl2_outbound_call_seconds", "Time one call to the master took (HTTP round trip).",
             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5), registry=r,
         )
+        self.loop_errors = Counter("dl2_loop_errors", "Exceptions the scheduling loop caught and survived, by stage.",
+                                   ["stage"], registry=r)
+        self.quarantined_records = Gauge("dl2_quarantined_records",
+                                         "State store records that could not be read (moved to quarantine/).",
+                                         registry=r)
+        self.jobs_expired = Counter("dl2_jobs_expired", "Ended jobs deleted by the retention rule.", registry=r)
         self.model_version = Gauge("dl2_model_version", "Version of the online-learned policy model.", registry=r)
         for p in JobPhase:
             self.jobs.labels(p.value).set(0)

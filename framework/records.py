@@ -6,9 +6,13 @@ leader (phase, progress, tasks, the generation in flight) is in ``to_dict``.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from dl2_mesos.errors import Dl2Error
 from dl2_mesos.jobs import JobPhase, JobSpec
 from dl2_mesos.messages import ClusterSpec, Endpoint
 from dl2_mesos.resources import Resources
@@ -26,6 +30,36 @@ LOST_TASK_STATES = frozenset(
 )
 #: States meaning "the task crashed": it failed, or vanished with its agent or executor.
 CRASH_TASK_STATES = frozenset({"TASK_FAILED", "TASK_ERROR"}) | LOST_TASK_STATES
+
+
+#: Job ids the framework makes (``<name or type>-<8 hex>``), and what the store accepts as a key.
+JOB_ID_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,80}")
+
+
+def valid_job_id(job_id: Any) -> bool:
+    """Full match (never ``$``, which lets a trailing newline through)."""
+    return isinstance(job_id, str) and JOB_ID_RE.fullmatch(job_id) is not None
+
+
+def job_id_of_task(task_id: str) -> str:
+    """The job a task id belongs to (task ids are ``<job id>.<role>.<n>``)."""
+    parts = task_id.rsplit(".", 2)
+    return parts[0] if len(parts) == 3 else ""
+
+
+class IdempotencyConflict(Dl2Error):
+    """An ``Idempotency-Key`` was used before for a different job spec."""
+
+    def __init__(self, key: str, job_id: str) -> None:
+        self.key = key
+        self.job_id = job_id
+        super().__init__(f"Idempotency-Key {key!r} was used for job {job_id} with a different spec")
+
+
+def spec_digest(spec: JobSpec) -> str:
+    """A digest of the spec's canonical JSON (what an idempotent retry must repeat exactly)."""
+    data = json.dumps(spec.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(data.encode()).hexdigest()
 
 
 @dataclass
@@ -110,6 +144,8 @@ class FrameworkJob:
     task_seq: int = 0  # for unique task ids
     # how the generation before the current one ended (messages.PREVIOUS_STOPS), told to its tasks
     previous_stop: str = "none"
+    idempotency_key: str = ""  # the submission's Idempotency-Key header, if any
+    request_digest: str = ""  # spec_digest of the submitted spec (with idempotency_key)
     _cluster_json: tuple[Any, dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     def set_phase(self, phase: JobPhase, now: float, message: str = "") -> None:
@@ -155,6 +191,7 @@ class FrameworkJob:
             "rescale_waiting": dict(self.rescale_waiting), "checkpoint_uri": self.checkpoint_uri,
             "last_checkpoint": dict(self.last_checkpoint), "message": self.message,
             "task_seq": self.task_seq, "previous_stop": self.previous_stop,
+            "idempotency_key": self.idempotency_key, "request_digest": self.request_digest,
         }
 
     def _cluster_dict(self) -> dict[str, Any] | None:
@@ -169,6 +206,15 @@ class FrameworkJob:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FrameworkJob:
+        """Read a stored record back; the spec is validated as a submission is.
+
+        Raises:
+            KeyError, TypeError, ValueError: the record is incomplete or invalid.
+        """
+        if not isinstance(d, dict) or not isinstance(d.get("spec"), dict):
+            raise TypeError("a job record must be an object with a spec object")
+        if not valid_job_id(d.get("job_id")):
+            raise ValueError(f"bad job id {str(d.get('job_id'))[:80]!r}")
         spec_d = dict(d["spec"])
         for role in ("worker", "ps"):
             if spec_d.get(role) is not None:
@@ -187,6 +233,7 @@ class FrameworkJob:
             rescale_waiting=dict(d.get("rescale_waiting", {})), checkpoint_uri=d.get("checkpoint_uri", ""),
             last_checkpoint=dict(d.get("last_checkpoint", {})), message=d.get("message", ""),
             task_seq=d.get("task_seq", 0), previous_stop=d.get("previous_stop", "none"),
+            idempotency_key=str(d.get("idempotency_key", "")), request_digest=str(d.get("request_digest", "")),
         )
 
     def public(self) -> dict[str, Any]:

@@ -247,8 +247,8 @@ class Replica:
         self.events.put(event)
         return event.reply.result(timeout=REPLY_TIMEOUT)
 
-    def submit(self, spec: JobSpec) -> dict[str, Any]:
-        return self._ask(ev.SubmitJob(spec))
+    def submit(self, spec: JobSpec, idempotency_key: str = "") -> dict[str, Any]:
+        return self._ask(ev.SubmitJob(spec, idempotency_key))
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         try:
@@ -273,7 +273,8 @@ class Replica:
         check_api_exposure(self.cfg)
         sock = bind_api_socket(self.cfg)
         backend = _BackendShim(self)
-        app = create_app(backend, api_token=self.cfg.api_token, max_body_bytes=self.cfg.max_body_bytes)
+        app = create_app(backend, api_token=self.cfg.api_token, read_token=self.cfg.api_read_token,
+                         open_reads=self.cfg.api_open_reads, max_body_bytes=self.cfg.max_body_bytes)
         cap = connection_cap(self.cfg.api_max_connections)
         config = uvicorn.Config(app, log_level="warning", access_log=False,
                                 http=guarded_h11(cap, self.cfg.api_header_timeout),
@@ -418,8 +419,8 @@ class _BackendShim:
     def leader_url(self) -> str | None:
         return self.r.leader_url()
 
-    def submit(self, spec: JobSpec) -> dict[str, Any]:
-        return self.r.submit(spec)
+    def submit(self, spec: JobSpec, idempotency_key: str = "") -> dict[str, Any]:
+        return self.r.submit(spec, idempotency_key)
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         return self.r.cancel(job_id)

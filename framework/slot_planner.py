@@ -143,5 +143,6 @@ def reward_since(epochs_at_start: Mapping[str, float], jobs: Mapping[str, Framew
     cluster says nothing about the policy, so it must not count towards a rollback."""
     if not epochs_at_start:
         return None
-    return slot_reward((jobs[jid].epochs_done - done, jobs[jid].spec.epochs)
-                       for jid, done in epochs_at_start.items() if jid in jobs)
+    still = [jid for jid in epochs_at_start if jid in jobs]
+    return slot_reward({jid: jobs[jid].epochs_done - epochs_at_start[jid] for jid in still},
+                       {jid: jobs[jid].spec.epochs for jid in still})

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import requests
 
-from dl2_mesos.testing.faults import FaultResult, FaultRig, RigOptions, TERMINAL, get_json, wait_for
+from dl2_mesos.testing.faults import AUTH, FaultResult, FaultRig, RigOptions, TERMINAL, get_json, wait_for
 from dl2_mesos.testing.hdfs import HdfsCluster
 from dl2_mesos.testing.zookeeper import ZooKeeperServer
 
@@ -246,7 +246,7 @@ def mesos_faults(hdfs: HdfsCluster, zk: ZooKeeperServer, workdir: Path) -> list[
     with FaultRig("mesos", hdfs, None, workdir / "mesos", opt) as rig:
         rig.submit(2, EPOCHS + 14)
         _running_with_progress(rig, min_epochs=1.0)
-        fw_id = requests.get(rig.api() + "/api/v1/cluster", timeout=5).json()["framework_id"]
+        fw_id = requests.get(rig.api() + "/api/v1/cluster", headers=AUTH, timeout=5).json()["framework_id"]
         before = rig.progress()
         rig.cluster.restart_master(downtime=2.0)
         t = time.monotonic()

@@ -65,9 +65,9 @@ class CoreBackend:
     def leader_url(self) -> str | None:
         return None
 
-    def submit(self, spec: Any) -> dict[str, Any]:
+    def submit(self, spec: Any, idempotency_key: str = "") -> dict[str, Any]:
         with self._lock:
-            job = self.core.submit(spec)
+            job = self.core.submit(spec, idempotency_key)
             self.core.flush()
             return job.public()
 
@@ -130,6 +130,19 @@ def fuzz_api(cases: int = 300, token: str = "fuzz-token", seed: int | None = 0) 
                       tuple(errors[:5] + unclear[:5]))
 
 
+def list_jobs(api: str, headers: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Every job of ``GET /api/v1/jobs``, following its pages."""
+    out: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        params = {"limit": "1000", **({"cursor": cursor} if cursor else {})}
+        page = requests.get(api + "/api/v1/jobs", params=params, headers=headers or {}, timeout=60).json()
+        out += page["jobs"]
+        cursor = page.get("next_cursor")
+        if not cursor:
+            return out
+
+
 @dataclass(frozen=True)
 class BurstResult:
     """A burst of submissions and what became of each."""
@@ -180,7 +193,7 @@ def api_burst(api: str, token: str, count: int = 1000, concurrency: int = 32,
     accepted = {r[3] for r in results if r[1] == 201}
     refusals = [r for r in results if r[1] is not None and r[1] != 201 and (400 <= r[1] < 500 or r[1] == 503) and r[2]]
     unclear = [r for r in results if r[1] != 201 and r not in refusals]
-    listed = {j["id"] for j in requests.get(api + "/api/v1/jobs", timeout=60).json()["jobs"]}
+    listed = {j["id"] for j in list_jobs(api, headers)}
     missing = accepted - listed
     problems = [f"accepted but not listed: {j}" for j in sorted(missing)[:5]]
     problems += [f"unclear answer {r[1]}: {r[2][:100]}" for r in unclear[:5]]
@@ -406,7 +419,7 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
         running = 0
         listed: list[dict[str, Any]] = []
         while time.monotonic() - t0 < timeout:
-            listed = requests.get(api + "/api/v1/jobs", timeout=60).json()["jobs"]
+            listed = list_jobs(api)
             running = sum(j["phase"] == "running" for j in listed)
             if running >= burst.accepted:
                 all_running = time.monotonic() - t0

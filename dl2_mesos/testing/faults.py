@@ -88,9 +88,9 @@ def wait_for(pred: Callable[[], Any], timeout: float, what: str, interval: float
 
 
 def get_json(url: str, timeout: float = 3.0) -> Any:
-    """GET ``url`` as JSON; None when unreachable or not 2xx."""
+    """GET ``url`` as JSON (with the rigs' token: reads need it too); None when unreachable or not 2xx."""
     try:
-        r = requests.get(url, timeout=timeout)
+        r = requests.get(url, headers=AUTH, timeout=timeout)
         return r.json() if r.ok else None
     except (requests.RequestException, ValueError):
         return None

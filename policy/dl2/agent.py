@@ -9,7 +9,6 @@ training (simulated or online) can learn from it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -19,22 +18,13 @@ from dl2_mesos.cluster import ClusterState
 from dl2_mesos.policy.dl2.config import DL2Config
 from dl2_mesos.policy.dl2.network import Actor, NumpyActor, masked_log_probs
 from dl2_mesos.policy.dl2.slot import PS, WORKER, SlotContext
+from dl2_mesos.policy.dl2.step import Step
 
 #: chooser(features, mask, context, window) -> action index
 Chooser = Callable[[np.ndarray, np.ndarray, SlotContext, np.ndarray], int]
 
 #: worker/PS ratio above which a job counts as unbalanced (paper: 10)
 BAD_RATIO = 10.0
-
-
-@dataclass(frozen=True)
-class Step:
-    """One inference: its input, the valid actions, the action taken and the job it touched."""
-
-    features: np.ndarray  # float32 (J*F+G,)
-    mask: np.ndarray  # bool (3J+1,)
-    action: int
-    job_id: str | None  # None for void
 
 
 def run_slot(state: ClusterState, cfg: DL2Config, choose: Chooser) -> tuple[Allocation, list[Step]]:

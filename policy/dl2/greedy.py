@@ -52,6 +52,7 @@ from dl2_mesos.policy.dl2.features import (
     F_WORKERS,
     NUM_GLOBAL_FEATURES,
 )
+from dl2_mesos.policy.dl2.step import Step
 from dl2_mesos.policy.dl2.network import NumpyActor
 from dl2_mesos.policy.dl2.slot import PS, WORKER, SlotContext
 
@@ -166,8 +167,6 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
 
     With ``keep_steps=False`` (a decision nobody learns from) the steps list stays empty.
     """
-    from dl2_mesos.policy.dl2.agent import Step
-
     keep_steps = keep_steps or record
     kernel = kernel_of(fast)
     ctx = SlotContext(state, cfg)

@@ -34,6 +34,7 @@ from dl2_mesos.policy.dl2.checkpoint import save_checkpoint
 from dl2_mesos.policy.dl2.features import input_size
 from dl2_mesos.policy.dl2.learner import Learner, LearnerConfig, SlotData
 from dl2_mesos.policy.dl2.network import ActorCritic
+from dl2_mesos.slot_accounting import job_reward
 
 logger = logging.getLogger(__name__)
 
@@ -160,14 +161,14 @@ class ExperienceRecorder:
         if epochs is not None:
             for jid, e in epochs.items():
                 if jid in p.before:
-                    job_rewards[jid] = max(0.0, float(e)) / p.before[jid][1]
+                    job_rewards[jid] = job_reward(float(e), p.before[jid][1])
         elif next_state is not None:
             after = next_state.jobs_by_id
             for jid, (done, total) in p.before.items():
                 if jid in after:
-                    job_rewards[jid] = max(0.0, after[jid].epochs_done - done) / total
+                    job_rewards[jid] = job_reward(after[jid].epochs_done - done, total)
                 else:  # gone: finished during the slot
-                    job_rewards[jid] = max(0.0, total - done) / total
+                    job_rewards[jid] = job_reward(total - done, total)
         elif reward is None:
             raise ValueError("complete_slot needs next_state, epochs or reward")
         r = float(reward) if reward is not None else float(sum(job_rewards.values()))

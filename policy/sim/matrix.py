@@ -269,7 +269,7 @@ def plot_matrix(doc: dict[str, Any], path: str) -> None:
         (axes[0], "vs_best_heuristic", "avg JCT / best heuristic"),
         (axes[1], "vs_bound", "avg JCT / no-queueing bound"),
     ):
-        for k, name in enumerate(doc["config"]["policies"]):
+        for name in doc["config"]["policies"]:
             xs = [pt["rho"] for pt in sweep if key in pt["ratios"].get(name, {})]
             ys = [pt["ratios"][name][key] for pt in sweep if key in pt["ratios"].get(name, {})]
             (line,) = ax.plot(xs, ys, marker="o", label=name) if xs else ax.plot([], [], label=name)

@@ -31,7 +31,7 @@ Semantics (the authors' prototype's, with explicit choices where it is silent or
   JCT < one slot. (In the prototype's slot units this is "end = index of the slot it ran in +
   used fraction; JCT = end - arrival slot".) Its tasks are released at the slot end.
 * **Reward** (paper eq. 1): sum over jobs of epochs trained in the slot / the job's epochs
-  (:func:`slot_reward`, the one place it is computed).
+  (:func:`dl2_mesos.slot_accounting.slot_reward`, shared with the framework).
 * **Stop.** The run ends when every trace job finished, or after ``max_slots`` slots
   (``truncated``; unfinished jobs' JCT censored at the stop time) -- the prototype aborted.
 * **Invalid allocations** (unknown job, limits, aggregate capacity) raise
@@ -51,12 +51,13 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from dl2_mesos.allocation import Allocation, JobAllocation, validate_allocation
-from dl2_mesos.cluster import AgentView, ClusterState, JobView, TaskView
+from dl2_mesos.cluster import AgentView, ClusterState, TaskView
 from dl2_mesos.placement import place
 from dl2_mesos.policy.sim.config import SimConfig
 from dl2_mesos.policy.sim.metrics import JobRecord, RunMetrics, SlotRecord, build_metrics
 from dl2_mesos.policy.sim.trace import Trace
 from dl2_mesos.policy_api import Policy
+from dl2_mesos.slot_accounting import job_view, slot_reward
 from dl2_mesos.speed_model import default_speed_model
 
 logger = logging.getLogger(__name__)
@@ -83,17 +84,6 @@ class SlotOutcome:
     rescaled: tuple[str, ...]
     done: bool
     granted: Allocation = field(default_factory=Allocation)
-
-
-def slot_reward(trained: Mapping[str, float], total_epochs: Mapping[str, float]) -> float:
-    """The reward of one slot (paper eq. 1): sum over jobs of epochs trained in the slot / the job's epochs.
-
-    The one place the simulator computes it (``SlotOutcome.reward``, ``SlotRecord.reward``).
-    """
-    reward = 0.0
-    for job_id, done in trained.items():
-        reward += done / total_epochs[job_id]
-    return reward
 
 
 class _Job:
@@ -226,15 +216,15 @@ class Simulator:
         """The snapshot the policy decides the current slot from."""
         if self._state is None:
             jobs = tuple(
-                JobView(
-                    job_id=j.job_id,
-                    spec=j.spec,
+                job_view(
+                    j.job_id,
+                    j.spec,
+                    slot=self.slot,
                     arrival_slot=j.arrival_slot,
                     arrival_time=j.arrival_time,
                     epochs_done=j.epochs_done,
                     num_ps=j.num_ps,
                     num_workers=j.num_workers,
-                    slots_run=self.slot - j.arrival_slot,
                     slots_since_rescale=self.slot - j.last_change_slot,
                     rescales=j.rescales,
                     measured_epochs_per_second=j.measured_eps,

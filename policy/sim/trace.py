@@ -273,7 +273,13 @@ def _row_to_job(path: str, line: int, row: dict[str, str], index: int) -> TraceJ
     arrival = _number(path, line, "arrival_time", cell["arrival_time"])
     if arrival < 0:
         raise TraceFormatError(path, line, f"column 'arrival_time': must be >= 0, got {arrival}")
-    kw: dict = {"job_type": cell["job_type"], "epochs": _number(path, line, "epochs", cell["epochs"])}
+    job_type = cell["job_type"]
+    if job_type.isdigit() and job_type.isascii():  # the trace format also takes type ids (1..8)
+        try:
+            job_type = get_job_type(int(job_type)).name
+        except KeyError:
+            pass  # JobSpec names the unknown type
+    kw: dict = {"job_type": job_type, "epochs": _number(path, line, "epochs", cell["epochs"])}
     for col in _INT_COLUMNS:
         if cell.get(col):
             kw[col] = _number(path, line, col, cell[col], integer=True)

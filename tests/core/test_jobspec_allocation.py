@@ -12,7 +12,7 @@ from dl2_mesos.resources import Resources
 
 
 def test_defaults_from_job_type():
-    s = JobSpec(job_type="3", epochs=10)
+    s = JobSpec(job_type="resnext-110", epochs=10)
     assert s.job_type == "resnext-110" and s.worker == Resources(2, 1, 8192) and s.ps == Resources(2, 0, 4096)
     assert s.restart_cost_seconds == 360.0 and s.uses_ps
     assert JobSpec(job_type="dssm", epochs=1, restart_seconds=5).restart_cost_seconds == 5.0

@@ -10,8 +10,8 @@ from dl2_mesos.slot_accounting import job_reward, job_view, slot_reward
 
 def test_slot_reward_sums_the_fraction_of_each_jobs_epochs_trained():
     # job A trained 2 of its 10 epochs, job B 1 of its 4: 0.2 + 0.25
-    assert slot_reward([(2.0, 10.0), (1.0, 4.0)]) == pytest.approx(0.45)
-    assert slot_reward([]) == 0.0
+    assert slot_reward({"a": 2.0, "b": 1.0}, {"a": 10.0, "b": 4.0, "c": 1.0}) == pytest.approx(0.45)
+    assert slot_reward({}, {}) == 0.0
 
 
 def test_job_reward_never_negative_and_ignores_jobs_without_epochs():

@@ -35,9 +35,10 @@ def test_api_writes_need_the_bearer_token():
     jid = r.json()["id"]
     assert client.delete(f"/api/v1/jobs/{jid}").status_code == 401
     assert client.delete(f"/api/v1/jobs/{jid}", headers={"Authorization": "Bearer nope"}).status_code == 401
-    assert client.get(f"/api/v1/jobs/{jid}").json()["phase"] == "pending"  # the refused cancel did nothing
+    assert client.get(f"/api/v1/jobs/{jid}", headers={"Authorization": "Bearer s3cret"}).json()["phase"] == "pending"
     assert client.delete(f"/api/v1/jobs/{jid}", headers={"Authorization": "Bearer s3cret"}).status_code == 200
-    assert client.get("/api/v1/jobs").status_code == 200  # reads stay open
+    assert client.get("/api/v1/jobs").status_code == 401  # reads need a token too
+    assert client.get("/api/v1/jobs", headers={"Authorization": "Bearer s3cret"}).status_code == 200
 
 
 @pytest.mark.parametrize("name", ["..", "../../etc", "a/../../b", "/abs", "x\\..\\y", ".hidden", "a b", "$(id)"])

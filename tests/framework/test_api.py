@@ -60,13 +60,13 @@ def test_submit_list_get_cancel(client):
     job_id = r.json()["id"]
     assert r.headers["location"] == f"/api/v1/jobs/{job_id}"
     assert h.store.load_jobs()[job_id].spec.epochs == 3
-    jobs = c.get("/api/v1/jobs").json()["jobs"]
+    jobs = c.get("/api/v1/jobs", headers=AUTH).json()["jobs"]
     assert [j["id"] for j in jobs] == [job_id] and jobs[0]["phase"] == "pending"
-    assert c.get("/api/v1/jobs?phase=running").json()["jobs"] == []
-    assert c.get(f"/api/v1/jobs/{job_id}").json()["spec"]["job_type"] == "resnet-50"
+    assert c.get("/api/v1/jobs?phase=running", headers=AUTH).json()["jobs"] == []
+    assert c.get(f"/api/v1/jobs/{job_id}", headers=AUTH).json()["spec"]["job_type"] == "resnet-50"
     h.offer(make_offer("a1"))
     h.tick()
-    cl = c.get("/api/v1/cluster").json()
+    cl = c.get("/api/v1/cluster", headers=AUTH).json()
     assert cl["allocations"][job_id] == {"num_ps": 1, "num_workers": 1}
     assert cl["agents"][0]["agent_id"] == "a1" and cl["policy"] == "scripted"
     r = c.delete(f"/api/v1/jobs/{job_id}", headers=AUTH)
@@ -74,9 +74,9 @@ def test_submit_list_get_cancel(client):
     m = c.get("/metrics").text
     assert 'dl2_jobs{phase="cancelled"} 1.0' in m and "dl2_decision_latency_seconds_count 1.0" in m
     assert "dl2_offers_total" in m
-    assert c.get("/api/v1/policy").status_code == 200
+    assert c.get("/api/v1/policy", headers=AUTH).status_code == 200
     assert c.get("/health").json()["role"] == "leader"
-    page = c.get("/")
+    page = c.get("/", headers=AUTH)
     assert page.status_code == 200 and job_id in page.text and "<table" in page.text
 
 
@@ -131,10 +131,11 @@ def test_writes_need_the_token(client):
     assert c.post("/api/v1/jobs", json=ok, headers={"Authorization": "Basic s3cret"}).status_code == 401
     job_id = c.post("/api/v1/jobs", json=ok, headers=AUTH).json()["id"]
     assert c.delete(f"/api/v1/jobs/{job_id}").status_code == 401
-    assert c.get("/api/v1/jobs").status_code == 200  # reads are open
+    assert c.get("/api/v1/jobs").status_code == 401  # reads need a token too
+    assert c.get("/api/v1/jobs", headers=AUTH).status_code == 200
     assert c.delete("/api/v1/jobs/nope", headers=AUTH).status_code == 404
-    assert c.get("/api/v1/jobs/nope").status_code == 404
-    assert c.get("/api/v1/jobs?phase=weird").status_code == 422
+    assert c.get("/api/v1/jobs/nope", headers=AUTH).status_code == 404
+    assert c.get("/api/v1/jobs?phase=weird", headers=AUTH).status_code == 422
 
 
 def test_standby_redirects_or_names_no_leader():

@@ -19,6 +19,8 @@ from dl2_mesos.framework.runner import Replica
 
 from .conftest import random_port_base, reap_under
 
+READ = {"Authorization": "Bearer tok"}  # reads need the token too (ignored where none is set)
+
 pytestmark = pytest.mark.integration
 
 FAKE_EXECUTOR = Path(__file__).with_name("fake_executor.py")
@@ -87,17 +89,17 @@ def test_submit_launch_rescale_finish(cluster, tmp_path):
         assert fw["checkpoint"] is True and fw["webui_url"].startswith(api)
         # the job is rescaled at a slot boundary: generation 1 with two workers
         job = _wait(lambda: (lambda j: j if j["generation"] >= 1 and j["num_workers"] == 2 else None)(
-            requests.get(f"{api}/api/v1/jobs/{ids[0]}", timeout=2).json()), 30, "rescale to 2 workers")
+            requests.get(f"{api}/api/v1/jobs/{ids[0]}", headers=READ, timeout=2).json()), 30, "rescale to 2 workers")
         assert job["rescales"] >= 1
         # every job finishes
         for jid in ids:
             j = _wait(lambda: (lambda j: j if j["phase"] in ("finished", "failed") else None)(
-                requests.get(f"{api}/api/v1/jobs/{jid}", timeout=2).json()), 60, f"{jid} to finish")
+                requests.get(f"{api}/api/v1/jobs/{jid}", headers=READ, timeout=2).json()), 60, f"{jid} to finish")
             assert j["phase"] == "finished", j
             assert j["epochs_done"] == 5
-        cl = requests.get(api + "/api/v1/cluster", timeout=2).json()
+        cl = requests.get(api + "/api/v1/cluster", headers=READ, timeout=2).json()
         assert cl["last_decision"]["slot"] >= 1 and cl["framework_id"]
-        pol = requests.get(api + "/api/v1/policy", timeout=2).json()
+        pol = requests.get(api + "/api/v1/policy", headers=READ, timeout=2).json()
         assert pol["recent_rewards"] and max(pol["recent_rewards"]) > 0
         metrics = requests.get(api + "/metrics", timeout=2).text
         assert 'dl2_jobs{phase="finished"} 2.0' in metrics
@@ -117,9 +119,9 @@ def _client_cli(api, ids, tmp_path):
     from dl2_mesos.framework.client_cli import cancel, job, jobs, submit
 
     run = CliRunner().invoke
-    r = run(jobs, ["--api", api])
+    r = run(jobs, ["--api", api, "--token", "tok"])
     assert r.exit_code == 0 and ids[0] in r.output and "finished" in r.output
-    r = run(job, [ids[1], "--api", api])
+    r = run(job, [ids[1], "--api", api, "--token", "tok"])
     assert r.exit_code == 0 and json.loads(r.output)["phase"] == "finished"
     r = run(submit, ["--type", "resnet-50", "--epochs", "100", "--api", api])
     assert r.exit_code != 0 and "401" in r.output
@@ -136,7 +138,7 @@ def _client_cli(api, ids, tmp_path):
     assert r.exit_code != 0 and "not valid JSON" in r.output
     r = run(submit, ["--type", "nosuch", "--epochs", "1", "--api", api, "--token", "tok"])
     assert r.exit_code != 0 and "job_type" in r.output
-    r = run(job, ["missing", "--api", api])
+    r = run(job, ["missing", "--api", api, "--token", "tok"])
     assert r.exit_code != 0 and "404" in r.output
 
 
@@ -161,10 +163,10 @@ def test_real_executor_mxnet_job_rescaled_and_finished(cluster, tmp_path):
         assert r.status_code == 201, r.text
         jid = r.json()["id"]
         job = _wait(lambda: (lambda j: j if j["generation"] >= 1 and j["num_workers"] == 2 else None)(
-            requests.get(f"{api}/api/v1/jobs/{jid}", timeout=2).json()), 40, "rescale to 2 workers")
+            requests.get(f"{api}/api/v1/jobs/{jid}", headers=READ, timeout=2).json()), 40, "rescale to 2 workers")
         seen_progress = job["epochs_done"]
         job = _wait(lambda: (lambda j: j if j["phase"] in ("finished", "failed") else None)(
-            requests.get(f"{api}/api/v1/jobs/{jid}", timeout=2).json()), 120, "the job to finish")
+            requests.get(f"{api}/api/v1/jobs/{jid}", headers=READ, timeout=2).json()), 120, "the job to finish")
         assert job["phase"] == "finished", job
         assert job["rescales"] >= 1 and job["epochs_done"] == 12 and seen_progress >= 0
         assert job["measured_epochs_per_second"] > 0  # from the executor's progress reports
@@ -212,10 +214,10 @@ def test_dl2_policy_learns_online_and_versions_survive_restart(cluster, tmp_path
         submitted.append(r.json()["id"])
 
     def learned():
-        pol = requests.get(api + "/api/v1/policy", timeout=2).json()
+        pol = requests.get(api + "/api/v1/policy", headers=READ, timeout=2).json()
         if (pol["model_version"] or 0) >= 3 and any(x > 0 for x in pol["recent_rewards"]):
             return pol
-        phases = requests.get(api + "/api/v1/cluster", timeout=2).json()["jobs_by_phase"]
+        phases = requests.get(api + "/api/v1/cluster", headers=READ, timeout=2).json()["jobs_by_phase"]
         if phases["pending"] + phases["running"] + phases["rescaling"] < 2 and len(submitted) < 12:
             submit()  # keep work arriving: new jobs are what DL2 decides about
         return None
@@ -227,8 +229,8 @@ def test_dl2_policy_learns_online_and_versions_survive_restart(cluster, tmp_path
         try:
             pol = _wait(learned, 240, "online updates")
         except AssertionError as exc:  # say what the framework saw
-            raise AssertionError(f"{exc}; policy: {requests.get(api + '/api/v1/policy', timeout=2).text}; "
-                                 f"cluster: {requests.get(api + '/api/v1/cluster', timeout=2).text[:2000]}") from None
+            raise AssertionError(f"{exc}; policy: {requests.get(api + '/api/v1/policy', headers=READ, timeout=2).text}; "
+                                 f"cluster: {requests.get(api + '/api/v1/cluster', headers=READ, timeout=2).text[:2000]}") from None
         assert pol["name"] == "dl2" and pol["online_learning"] and pol["learnable"]
         assert pol["history"][0] == 1 and pol["model_version"] in pol["history"]
     finally:
@@ -237,7 +239,7 @@ def test_dl2_policy_learns_online_and_versions_survive_restart(cluster, tmp_path
     version = pol["model_version"]
     replica, runner = run_replica()
     try:
-        resumed = requests.get(api + "/api/v1/policy", timeout=2).json()
+        resumed = requests.get(api + "/api/v1/policy", headers=READ, timeout=2).json()
         assert resumed["model_version"] >= version
     finally:
         replica.stop()
