@@ -3,6 +3,8 @@ intact; API fuzzing (cases, 5xx); a 1000-submission burst (p50/p99); many jobs o
 
     .venv/bin/python bench/faults.py                      # everything (several minutes on 2 cores)
     .venv/bin/python bench/faults.py --scenarios mesos --agents 100 --load-jobs 200
+    .venv/bin/python bench/faults.py --scenarios none --fuzz-cases 0 --burst 0 --large-load  # 5000 jobs, 2000 agents
+    ... --master-calls 1                                  # calls to the master one after the other (as before)
 
 Same as ``dl2 bench faults`` (options: ``--help``). The scenarios and rigs are the test suite's
 (``tests/support/dl2_rigs``: ``tests/faults`` asserts what this script measures).
@@ -35,10 +37,14 @@ from dl2_rigs.faultbench import format_report, run_fault_bench, write_json  # no
               help="Local agents for the load run (0: skip).")
 @click.option("--load-jobs", default=1000, show_default=True, type=click.IntRange(min=0),
               help="Jobs for the load run (light executors, no training).")
+@click.option("--large-load", is_flag=True,
+              help="The scale run: 5000 jobs on 2000 agents (instead of --agents/--load-jobs), up to 900 s.")
+@click.option("--master-calls", default=None, type=click.IntRange(min=1),
+              help="Calls to the master in flight at once in the load run (default: the config's master_calls).")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the figures here.")
 @click.option("--workdir", default=None, type=click.Path(file_okay=False), help="Logs and sandboxes (default: temp).")
-def faults(scenarios: str, fuzz_cases: int, burst: int, agents: int, load_jobs: int, json_path: str | None,
-           workdir: str | None) -> None:
+def faults(scenarios: str, fuzz_cases: int, burst: int, agents: int, load_jobs: int, large_load: bool,
+           master_calls: int | None, json_path: str | None, workdir: str | None) -> None:
     """Inject faults into a real local deployment and print recovery, job and checkpoint figures.
 
     Needs ZooKeeper, the HDFS jars and the MXNet job environment (scripts/install_services.sh).
@@ -54,8 +60,11 @@ def faults(scenarios: str, fuzz_cases: int, burst: int, agents: int, load_jobs: 
         if unknown:
             raise click.BadParameter(f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(SCENARIOS)}",
                                      param_hint="--scenarios")
+    load_timeout = 300.0
+    if large_load:
+        agents, load_jobs, load_timeout = 2000, 5000, 900.0
     report = run_fault_bench(names, fuzz_cases=fuzz_cases, burst=burst, agents=agents, load_jobs=load_jobs,
-                             workdir=workdir)
+                             workdir=workdir, load_timeout=load_timeout, master_calls=master_calls)
     click.echo(format_report(report))
     if json_path:
         write_json(report, json_path)

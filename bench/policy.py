@@ -10,6 +10,8 @@ CPU time of the process (less sensitive to other jobs on a shared machine), for
 
 * 40 concurrent jobs on the reference cluster (500 nodes; goal <= 20 ms), and
 * 1000 concurrent jobs on 1000 nodes = 2000 GPUs (goal <= 1 s),
+* 5000 concurrent jobs on 2000 nodes = 4000 GPUs (the framework's scale run; no goal, reported;
+  at most 3 repeats),
 * every slot of one reference simulation (seed 101: median, p95 and max),
 
 each from a state where about half the jobs already run (so the policy both keeps and grows),
@@ -114,13 +116,13 @@ def main() -> None:
     print(f"model: {args.model or 'shipped'} (window J={pol.config.window}, arch {pol.config.arch}, "
           f"start {pol.config.start}); load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
           f"(wall times follow CPU times only when the machine is not oversubscribed)")
-    for n_jobs, n_agents, goal in ((40, 500, 0.020), (1000, 1000, 1.0)):
+    for n_jobs, n_agents, goal in ((40, 500, 0.020), (1000, 1000, 1.0), (5000, 2000, None)):
         state = build_state(n_jobs, n_agents)
-        t, t_min, t_cpu, n_alloc = time_decide(pol, state, args.repeat)
-        ok = "OK" if t <= goal else "over goal"
+        t, t_min, t_cpu, n_alloc = time_decide(pol, state, args.repeat if goal else min(3, args.repeat))
+        ok = "no goal" if goal is None else f"goal <= {goal * 1000:.0f} ms: {'OK' if t <= goal else 'over goal'}"
         print(f"decision time, {n_jobs} jobs on {n_agents} nodes ({int(state.capacity.gpus)} GPUs): "
-              f"{t * 1000:.1f} ms (goal <= {goal * 1000:.0f} ms: {ok}; min {t_min * 1000:.1f} ms, "
-              f"CPU {t_cpu * 1000:.1f} ms); {n_alloc} jobs allocated")
+              f"{t * 1000:.1f} ms ({ok}; min {t_min * 1000:.1f} ms, "
+              f"CPU {t_cpu * 1000:.1f} ms); {n_alloc} jobs allocated; load average {os.getloadavg()[0]:.1f}")
     typical_slots(pol, seed=101)
     if args.eval:
         from dl2_mesos.policy.cli import parse_seeds

@@ -56,6 +56,7 @@ class JobView:
     slots_since_rescale: int = 0  # slots since its counts last changed (or since start)
     rescales: int = 0
     measured_epochs_per_second: float | None = None  # from progress reports, when known
+    measured_restart_seconds: float | None = None  # this type's measured rescale cost (restart_costs)
 
     @property
     def remaining_epochs(self) -> float:
@@ -67,6 +68,10 @@ class JobView:
 
     @property
     def restart_cost_seconds(self) -> float:
+        """The job's own ``restart_seconds`` if it set one, else the measured cost of its type when
+        there is one, else the type's default."""
+        if self.spec.restart_seconds is None and self.measured_restart_seconds is not None:
+            return self.measured_restart_seconds
         return self.spec.restart_cost_seconds
 
     def demand(self, num_ps: int | None = None, num_workers: int | None = None) -> Resources:

@@ -69,6 +69,7 @@ class Config:
     executor_cpus: float = 0.0  # resources of the executor itself (0 = none declared)
     executor_mem: float = 0.0
     kill_grace: float = 30.0  # SIGTERM -> SIGKILL grace for a task (kill policy)
+    master_calls: int = 8  # calls to the master in flight at once (framework.outbound senders)
     # --- ZooKeeper / state -------------------------------------------------------------------
     zk: str = "none"  # zk://host:2181/dl2 or "none" (file store in state_dir, single replica)
     zk_timeout: float = 10.0  # session timeout
@@ -161,7 +162,7 @@ _DURATIONS = {
     "offer_wait", "launch_timeout", "rescale_resend", "progress_interval", "retain_ended_for",
 }
 _FLOATS = {"executor_cpus", "executor_mem", "rollback_margin"}
-_INTS = {"max_task_failures", "online_window", "model_keep", "max_body_bytes", "api_max_connections",
+_INTS = {"master_calls", "max_task_failures", "online_window", "model_keep", "max_body_bytes", "api_max_connections",
          "retain_ended_jobs"}
 _BOOLS = {"online_learning", "insecure_no_auth", "zk_insecure", "api_open_reads"}
 #: older or alternative names: TOML key / flag -> field, and environment variable -> field
@@ -243,6 +244,8 @@ def _validate(cfg: Config) -> None:
         raise ConfigError("online_window: must be >= 1")
     if not 0 <= cfg.rollback_margin < 1:
         raise ConfigError(f"rollback_margin: must be in [0, 1), got {cfg.rollback_margin}")
+    if cfg.master_calls < 1:
+        raise ConfigError("master_calls: must be >= 1")
     if cfg.max_body_bytes < 1024:
         raise ConfigError("max_body_bytes: must be >= 1024")
     if cfg.api_max_connections < 1:

@@ -18,6 +18,9 @@ Environment the executor sets for every job process
 ``DL2_PROGRESS_FILE``     JSON-lines file this process appends events to (the progress channel)
 ``DL2_CHECKPOINT_DIR``    local folder where this process writes new checkpoints
 ``DL2_RESTORE_DIR``       local folder holding the checkpoint to resume from (unset: start fresh)
+``DL2_RESTORE_PENDING_S`` > 0: the executor is still filling ``DL2_RESTORE_DIR`` (the process was
+                          started early, so that its start overlaps the restore); wait up to this
+                          many seconds for its ``MANIFEST.json`` (or ``NO_CHECKPOINT``: start fresh)
 ``DL2_SAVER``             ``1`` for the one process that saves checkpoints (worker rank 0)
 ``DL2_CHECKPOINT_EVERY_S`` seconds between periodic checkpoints (0: only when stopping)
 ``DL2_PROGRESS_EVERY_S``  seconds between progress events
@@ -83,6 +86,31 @@ class RestoredState:
     meta: dict
 
 
+NO_CHECKPOINT = "NO_CHECKPOINT"  # written into a pending restore folder when there is nothing to restore
+
+
+class RestoreNotReady(RuntimeError):
+    """A pending restore folder did not become ready in time."""
+
+
+def wait_for_restore(folder: Path, timeout: float, poll: float = 0.05) -> bool:
+    """Wait until the executor finished ``folder``: True for a checkpoint (``MANIFEST.json``, written
+    last), False for ``NO_CHECKPOINT``.
+
+    Raises:
+        RestoreNotReady: neither appeared within ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        if (folder / "MANIFEST.json").exists():
+            return True
+        if (folder / NO_CHECKPOINT).exists():
+            return False
+        if time.monotonic() >= deadline:
+            raise RestoreNotReady(f"restore folder {folder} not ready after {timeout:.0f}s")
+        time.sleep(poll)
+
+
 class JobRuntime:
     """Reads the ``DL2_*`` environment, writes progress events and handles SIGTERM.
 
@@ -119,6 +147,7 @@ class JobRuntime:
         self.checkpoint_dir = Path(cd) if cd else Path.cwd() / "dl2-checkpoints"
         rd = e.get("DL2_RESTORE_DIR", "")
         self.restore_dir = Path(rd) if rd else None
+        self.restore_pending_s = float(e.get("DL2_RESTORE_PENDING_S", "0") or 0)
         self.stop_requested = False
         self._lock = threading.Lock()
         self._last_progress = 0.0
@@ -163,8 +192,17 @@ class JobRuntime:
 
     # -- checkpoints --------------------------------------------------------------------------
     def restored(self) -> RestoredState | None:
-        """The checkpoint the executor downloaded for this process, or None to start fresh."""
-        if self.restore_dir is None or not (self.restore_dir / "MANIFEST.json").exists():
+        """The checkpoint the executor downloaded for this process, or None to start fresh.
+
+        Raises:
+            RestoreNotReady: the executor announced a restore (``DL2_RESTORE_PENDING_S``) and the
+                folder was not ready in time.
+        """
+        if self.restore_dir is None:
+            return None
+        if self.restore_pending_s > 0:
+            wait_for_restore(self.restore_dir, self.restore_pending_s)
+        if not (self.restore_dir / "MANIFEST.json").exists():
             return None
         man = json.loads((self.restore_dir / "MANIFEST.json").read_text())
         meta = dict(man.get("meta", {}))

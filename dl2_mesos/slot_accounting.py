@@ -36,7 +36,8 @@ def slot_reward(trained: Mapping[str, float], total_epochs: Mapping[str, float])
 
 def job_view(job_id: str, spec: JobSpec, *, slot: int, arrival_slot: int, arrival_time: float,
              epochs_done: float, num_ps: int, num_workers: int, slots_since_rescale: int, rescales: int,
-             measured_epochs_per_second: float | None = None) -> JobView:
+             measured_epochs_per_second: float | None = None,
+             measured_restart_seconds: float | None = None) -> JobView:
     """The view of one active job at the start of ``slot`` (what every policy receives).
 
     ``slots_run`` (the paper's *d*, §4.1: slots the job has been in the cluster) is derived here,
@@ -47,4 +48,5 @@ def job_view(job_id: str, spec: JobSpec, *, slot: int, arrival_slot: int, arriva
         epochs_done=epochs_done, num_ps=num_ps, num_workers=num_workers,
         slots_run=max(0, slot - arrival_slot), slots_since_rescale=max(0, slots_since_rescale),
         rescales=rescales, measured_epochs_per_second=measured_epochs_per_second,
+        measured_restart_seconds=measured_restart_seconds,
     )

@@ -381,4 +381,40 @@ class CheckpointStore:
                 raise CheckpointError(f"file {rel} is missing") from None
             if dst.stat().st_size != size or sha256_file(dst) != digest:
                 raise CheckpointError(f"file {rel} fails its sha256 check")
-        (local / MANIFEST).write_text(json.dumps({"dirname": info.dirname, "seq": info.seq, "meta": dict(info.meta)}))
+        write_restore_manifest(local, info)
+
+    def adopt_local(self, info: CheckpointInfo, src_dir: str | os.PathLike[str],
+                    local_dir: str | os.PathLike[str]) -> CheckpointInfo:
+        """Make ``local_dir`` the restore folder of the committed checkpoint ``info`` from the local
+        folder it was uploaded from, instead of downloading it again (the executor that saved a
+        final checkpoint restores the next generation's workers from its own copy).
+
+        ``src_dir`` is moved (a rename on one file system). Its files must be exactly the ones the
+        manifest lists, with the listed sizes; their sha256 were computed from these very files
+        just before the upload, so they are not read again.
+
+        Raises:
+            CheckpointError: a file is missing, extra or of another size (``src_dir`` is left alone).
+        """
+        src, local = Path(src_dir), Path(local_dir)
+        listed = {check_relpath(rel): size for rel, _digest, size in info.files}
+        present = {p.relative_to(src).as_posix(): p for p in src.rglob("*") if p.is_file() or p.is_symlink()}
+        if set(present) != set(listed):
+            raise CheckpointError(f"local copy {src} of {info.dirname} holds other files than its manifest")
+        for rel, p in present.items():
+            if p.is_symlink() or p.stat().st_size != listed[rel]:
+                raise CheckpointError(f"local copy of {rel} in {src} differs from {info.dirname}")
+        if local.exists():
+            shutil.rmtree(local)
+        local.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(src), str(local))
+        write_restore_manifest(local, info)
+        return info
+
+
+def write_restore_manifest(local: Path, info: CheckpointInfo) -> None:
+    """The ``MANIFEST.json`` of a restore folder (written last: a reader waiting for the folder
+    takes its presence as "complete")."""
+    tmp = local / f".{MANIFEST}.tmp"
+    tmp.write_text(json.dumps({"dirname": info.dirname, "seq": info.seq, "meta": dict(info.meta)}))
+    os.replace(tmp, local / MANIFEST)

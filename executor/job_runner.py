@@ -9,12 +9,16 @@ Rescale (checkpoint-restart), for a :class:`~dl2_mesos.messages.RescaleRequest` 
 1. *stop*: SIGTERM local workers (they agree on a stop batch through the kvstore/all-reduce, worker
    rank 0 writes a ``final`` checkpoint), wait for them; servers and the MXNet scheduler finish by
    themselves once the workers finalise (SIGTERM after a short wait otherwise);
-2. *upload*: wait for the final checkpoint's upload (here if worker 0 ran here; otherwise wait until
+2. *relaunch*: start the processes of this executor's tasks in the new generation at once, so that
+   their start (Python, imports, kvstore rendezvous) overlaps steps 3 and 4; workers wait for the
+   restore folder (``DL2_RESTORE_PENDING_S``) before loading it;
+3. *upload*: wait for the final checkpoint's upload (here if worker 0 ran here; otherwise wait until
    it appears in storage: ``wait_checkpoint``, unless the request says the generation crashed);
-3. *download*: fetch the newest valid checkpoint for the new workers;
-4. *relaunch*: start the processes of this executor's tasks in the new generation;
-5. *first_batch*: until a local worker reports its first batch; then a RescaleReport with every
-   phase's seconds (``save`` is the program's own save time) is sent.
+4. *download*: fill the restore folder with the newest valid checkpoint: the executor that saved it
+   moves its own local copy in when it is still the newest committed one (no download), the
+   others download it;
+5. *first_batch*: from the restore folder being ready until a local worker reports its first batch;
+   then a RescaleReport with every phase's seconds (``save`` is the program's own save time) is sent.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from typing import Protocol
 from dl2_mesos.errors import CheckpointError
 from dl2_mesos.executor.launch_env import ProcSpec, processes_for_task
 from dl2_mesos.executor.processes import GpuProbe, ManagedProcess, stop_processes, wait_exit
-from dl2_mesos.executor.uploader import Uploader
+from dl2_mesos.executor.uploader import Uploader, UploadResult
+from dl2_mesos.job_runtime import NO_CHECKPOINT
 from dl2_mesos.messages import (
     CheckpointReport,
     ClusterSpec,
@@ -43,6 +48,7 @@ from dl2_mesos.messages import (
 from dl2_mesos.storage import CheckpointNotFound, CheckpointStore, RetryPolicy
 
 logger = logging.getLogger(__name__)
+PENDING_RESTORE_SLACK_S = 300.0  # a worker started early waits this much beyond upload + restore timeouts
 
 
 class Sink(Protocol):
@@ -70,6 +76,10 @@ class RunnerConfig:
     keep_checkpoints: int = 3
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     base_env: dict[str, str] = field(default_factory=dict)
+    # rescale: restore from our own copy of the final checkpoint when it is the newest committed one,
+    # and start the new generation while the checkpoint is uploaded and restored (False: one step
+    # after the other, every restore downloaded; for comparison in bench/rescale.py)
+    fast_rescale: bool = True
 
 
 @dataclass
@@ -106,7 +116,8 @@ class JobRunner:
             raise ValueError(f"job id {self.job_id!r} would leave the executor's work folder")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.store = CheckpointStore(first.checkpoint_uri, keep=config.keep_checkpoints, retry=config.retry)
-        self.uploader = Uploader(self.store)
+        self.uploader = Uploader(self.store, keep_final=config.fast_rescale)
+        self._local_final: UploadResult | None = None  # our last final checkpoint, kept to restore from
         self.tasks: dict[str, TaskState] = {}
         self.held: dict[str, TaskState] = {}  # tasks of a generation not reached yet
         self.procs: dict[str, ManagedProcess] = {}
@@ -168,13 +179,17 @@ class JobRunner:
                 env.pop(k)
         return env
 
-    def _start_task(self, task_id: str, restore: Path | None) -> None:
+    def _start_task(self, task_id: str, restore: Path | None, pending: bool = False) -> None:
+        """Start a task's processes; with ``pending`` the workers wait for ``restore`` to be filled."""
         for ps in self._specs_for(task_id):
             env = dict(ps.env)
             env["DL2_CHECKPOINT_DIR"] = str(self.workdir / "checkpoints")
             env["DL2_PROGRESS_EVERY_S"] = env.get("DL2_PROGRESS_EVERY_S", str(min(1.0, self.progress_interval_s or 1.0)))
             if restore is not None and ps.role == "worker":
                 env["DL2_RESTORE_DIR"] = str(restore)
+                if pending:  # bounded by what this runner may block for before the folder is ready
+                    env["DL2_RESTORE_PENDING_S"] = str(
+                        self.config.upload_timeout_s + self.config.restore_wait_s + PENDING_RESTORE_SLACK_S)
             old = self.procs.get(ps.name)
             if old is not None and old.alive():
                 raise ValueError(f"process {ps.name} already runs")
@@ -192,6 +207,8 @@ class JobRunner:
         elif gen > 0:
             logger.info("job %s generation %d: previous generation did not stop gracefully; "
                         "restoring the newest committed checkpoint without waiting", self.job_id, gen)
+        if self._restore_from_local(target):
+            return target
         try:
             info = self.store.restore(target)
         except CheckpointNotFound:
@@ -199,6 +216,28 @@ class JobRunner:
             return None
         logger.info("job %s generation %d restores %s (batch %s)", self.job_id, gen, info.uri, info.meta.get("batch"))
         return target
+
+    def _restore_from_local(self, target: Path) -> bool:
+        """Restore from the final checkpoint this executor saved and uploaded, when it is still the
+        newest committed one: no download (the other agents' executors download it)."""
+        lf, self._local_final = self._local_final, None
+        if lf is None or lf.info is None or not lf.kept:
+            return False
+        try:
+            latest = self.store.latest()
+            if latest is None or latest.dirname != lf.info.dirname:
+                logger.info("job %s: %s is newer than our local %s; downloading it", self.job_id,
+                            latest.dirname if latest else "nothing", lf.info.dirname)
+                return False
+            self.store.adopt_local(lf.info, lf.kept, target)
+            logger.info("job %s generation %d restores %s from its local copy", self.job_id,
+                        self.cluster.generation, lf.info.uri)
+            return True
+        except (CheckpointError, OSError) as exc:
+            logger.warning("job %s: local copy of %s unusable (%s); downloading it", self.job_id, lf.info.uri, exc)
+            return False
+        finally:
+            shutil.rmtree(lf.kept, ignore_errors=True)  # moved away when adopted
 
     def _wait_for_final(self, generation: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -266,6 +305,10 @@ class JobRunner:
                 logger.error("job %s: checkpoint upload failed (%s); previous checkpoints are intact", self.job_id,
                              res.error)
                 continue
+            if res.kept:
+                if self._local_final is not None:
+                    shutil.rmtree(self._local_final.kept, ignore_errors=True)
+                self._local_final = res
             self.sink.send(CheckpointReport(job_id=self.job_id, uri=res.info.uri, epoch=float(res.meta["epoch"]),
                                             batch=int(res.meta["batch"]), generation=int(res.meta["generation"])))
 
@@ -438,6 +481,10 @@ class JobRunner:
             self.kill(list(self.tasks) + list(self.held))
         self.uploader.drain(self.config.upload_timeout_s)
         self.uploader.close()
+        self._collect_uploads()
+        if self._local_final is not None:
+            shutil.rmtree(self._local_final.kept, ignore_errors=True)
+            self._local_final = None
         self.closed = True
 
     # ------------------------------------------------------------------ rescale
@@ -472,19 +519,6 @@ class JobRunner:
         ck = self.last_checkpoint_event
         if (saver_here or had_saver_proc) and ck and ck.get("final"):
             phases.append(("save", float(ck.get("save_seconds", 0.0))))
-        t1 = time.monotonic()
-        if had_saver_proc:
-            ok = self.uploader.drain(self.config.upload_timeout_s)
-            self._collect_uploads()
-            phases.append(("upload", time.monotonic() - t1))
-            if not ok:
-                logger.error("job %s: final checkpoint upload still pending; resuming from the newest stored", self.job_id)
-        elif req.previous_stop == "graceful":
-            self._wait_for_final(cur, self.config.restore_wait_s)
-            phases.append(("wait_checkpoint", time.monotonic() - t1))
-        else:  # a member of the generation crashed: its final checkpoint cannot come
-            logger.info("job %s: rescale after a crash (%s); not waiting for a final checkpoint", self.job_id,
-                        req.previous_stop)
         self._retire()
         # adopt the new generation and this executor's assignments
         self.cluster = req.cluster
@@ -499,20 +533,38 @@ class JobRunner:
         for tid, ts in list(self.held.items()):
             if ts.spec.cluster.generation == new_gen:
                 self.tasks[tid] = self.held.pop(tid)
+        # start the new generation now: its processes start (Python, framework imports, kvstore
+        # rendezvous) while the final checkpoint is made durable and restored; workers wait for
+        # the restore folder (DL2_RESTORE_PENDING_S) before they load it
+        restores = any(t.role == "worker" for t in self._current_tasks())
+        target = self.workdir / f"restore-g{new_gen}"
+        shutil.rmtree(target, ignore_errors=True)
+        if self.config.fast_rescale and (failed := self._relaunch(new_gen, phases, target if restores else None)):
+            return failed
+        t1 = time.monotonic()
+        if had_saver_proc:
+            ok = self.uploader.drain(self.config.upload_timeout_s)
+            self._collect_uploads()
+            phases.append(("upload", time.monotonic() - t1))
+            if not ok:
+                logger.error("job %s: final checkpoint upload still pending; resuming from the newest stored", self.job_id)
+        elif req.previous_stop == "graceful":
+            self._wait_for_final(cur, self.config.restore_wait_s)
+            phases.append(("wait_checkpoint", time.monotonic() - t1))
+        else:  # a member of the generation crashed: its final checkpoint cannot come
+            logger.info("job %s: rescale after a crash (%s); not waiting for a final checkpoint", self.job_id,
+                        req.previous_stop)
         t2 = time.monotonic()
         try:
-            restore = self._restore_dir(wait_for_previous=False) if any(
-                t.role == "worker" for t in self._current_tasks()) else None
-        except CheckpointError as exc:
+            if restores and self._restore_dir(wait_for_previous=False) is None:
+                target.mkdir(parents=True, exist_ok=True)
+                (target / NO_CHECKPOINT).touch()  # the waiting workers start fresh
+        except (CheckpointError, OSError) as exc:
             return self._rescale_failed(new_gen, phases, f"restore failed: {exc}")
         phases.append(("download", time.monotonic() - t2))
-        t3 = time.monotonic()
-        try:
-            for tid in self._current_ids():
-                self._start_task(tid, restore)
-        except (OSError, ValueError) as exc:
-            return self._rescale_failed(new_gen, phases, f"relaunch failed: {exc}")
-        phases.append(("relaunch", time.monotonic() - t3))
+        if not self.config.fast_rescale and (failed := self._relaunch(new_gen, phases, target if restores else None,
+                                                                      pending=False)):
+            return failed
         for tid in self._current_ids():
             self.sink.status(tid, "TASK_RUNNING", f"generation {new_gen}")
         pr = _PendingReport(new_gen, phases, time.monotonic())
@@ -520,6 +572,18 @@ class JobRunner:
             self._pending_report = pr
             return None
         return self._finish_report(pr)
+
+    def _relaunch(self, gen: int, phases: list[tuple[str, float]], restore: Path | None,
+                  pending: bool = True) -> RescaleReport | None:
+        """Start this executor's tasks of the new generation; the failure report if that failed."""
+        t0 = time.monotonic()
+        try:
+            for tid in self._current_ids():
+                self._start_task(tid, restore, pending=pending)
+        except (OSError, ValueError) as exc:
+            return self._rescale_failed(gen, phases, f"relaunch failed: {exc}")
+        phases.append(("relaunch", time.monotonic() - t0))
+        return None
 
     def _finish_report(self, pr: _PendingReport) -> RescaleReport:
         self._pending_report = None

@@ -23,17 +23,21 @@ class UploadResult:
     info: CheckpointInfo | None
     error: str
     seconds: float
+    kept: str = ""  # the local folder, kept after a successful upload (final checkpoints, keep_final)
 
 
 class Uploader:
     """Uploads local checkpoint folders in order, one at a time, then removes them locally.
 
     Results appear in :attr:`results` (read by the owner thread); :meth:`drain` waits until every
-    submitted upload finished (used before relaunching or reporting a kill).
+    submitted upload finished (used before relaunching or reporting a kill). With ``keep_final``
+    a final checkpoint's folder is kept after its upload (:attr:`UploadResult.kept`): the owner
+    restores the next generation from it and removes it.
     """
 
-    def __init__(self, store: CheckpointStore) -> None:
+    def __init__(self, store: CheckpointStore, keep_final: bool = False) -> None:
         self.store = store
+        self.keep_final = keep_final
         self.results: queue.Queue[UploadResult] = queue.Queue()
         self._jobs: queue.Queue[tuple[str, str, dict[str, Any]] | None] = queue.Queue()
         self._pending = 0
@@ -86,14 +90,17 @@ class Uploader:
                 return
             path, name, meta = job
             t0 = time.monotonic()
-            info, error = None, ""
+            info, error, kept = None, "", ""
             try:
                 info = self.store.save(path, name=name, meta=meta)
-                shutil.rmtree(path, ignore_errors=True)
+                if self.keep_final and meta.get("final"):
+                    kept = path
+                else:
+                    shutil.rmtree(path, ignore_errors=True)
             except Exception as exc:  # noqa: BLE001 - reported to the owner thread, never fatal here
                 error = f"{type(exc).__name__}: {exc}"
                 logger.error("checkpoint upload of %s failed: %s", path, error)
-            self.results.put(UploadResult(path, meta, info, error, time.monotonic() - t0))
+            self.results.put(UploadResult(path, meta, info, error, time.monotonic() - t0, kept))
             with self._cond:
                 self._pending -= 1
                 self._cond.notify_all()

@@ -22,6 +22,7 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any, Protocol
 
 from dl2_mesos.allocation import Allocation, JobAllocation, validate_allocation
@@ -45,6 +46,7 @@ from dl2_mesos.framework.offer_book import OfferBook, offer_id
 from dl2_mesos.framework.records import (TERMINAL_TASK_STATES, FrameworkJob, IdempotencyConflict, job_id_of_task,
                                          spec_digest)
 from dl2_mesos.framework.state_store import StateStore
+from dl2_mesos.restart_costs import RESTART_COSTS_FILE, RestartCostBook
 from dl2_mesos.framework.transitions import Transition
 from dl2_mesos.framework.views import build_view
 
@@ -97,6 +99,7 @@ class SchedulerCore:
         self.launcher = Launcher(cfg, self.metrics)
         self.lifecycle = JobLifecycle(self.book, self.launcher, cfg.max_task_failures)
         self.history = History()  # bounded; what the status page and /api/v1/history show
+        self.restart_costs = RestartCostBook()  # measured per type; the job views show it to the policy
         self.outbox = MesosOutbox(self.metrics, clock, cfg.kill_grace)
         self.framework_id: str | None = None
         self.registered = False
@@ -291,6 +294,7 @@ class SchedulerCore:
             if msg.generation == job.generation and e.executor_id in job.rescale_waiting:
                 del job.rescale_waiting[e.executor_id]
                 self.history.record_rescale(job.job_id, e.executor_id, msg, now)
+                self._record_restart_cost(job, msg)
                 self.dirty(job)
                 if not msg.ok:
                     reason = f"rescale to generation {msg.generation} failed: {msg.reason}"
@@ -424,7 +428,20 @@ class SchedulerCore:
     def snapshot(self, slot: int, now: float) -> ClusterState:
         """The frozen state a policy decides on: agents from held offers plus our tasks."""
         return slot_planner.snapshot(self.book.active(), self.offers, slot=slot, now=now - self.epoch,
-                                     slot_seconds=self.cfg.slot, framework_id=self.framework_id)
+                                     slot_seconds=self.cfg.slot, framework_id=self.framework_id,
+                                     measured_restart=self.restart_costs.seconds)
+
+    def _record_restart_cost(self, job: FrameworkJob, msg: RescaleReport) -> None:
+        """Feed a measured rescale into its type's restart cost and export them all to
+        ``<state_dir>/restart_costs.json`` when that folder exists (the file store's folder; with
+        ZooKeeper create it to get the export), for ``dl2 simulate --restart-costs``."""
+        self.restart_costs.record(job.spec.job_type, job.job_id, msg)
+        if not Path(self.cfg.state_dir).is_dir():
+            return
+        try:
+            self.restart_costs.export(Path(self.cfg.state_dir) / RESTART_COSTS_FILE)
+        except OSError as exc:
+            logger.warning("could not export restart costs to %s: %s", self.cfg.state_dir, exc)
 
     def _end_slot_reward(self) -> float | None:
         """The reward of the slot that just ended; starts counting the next one."""

@@ -3,7 +3,7 @@ puts it on the loop's queue (the pymesos I/O thread must never block on our stat
 
 The driver handed to the loop (in :class:`~dl2_mesos.framework.events.Registered`) is an
 :class:`~dl2_mesos.framework.outbound.OutboundDriver` around pymesos's: the loop's calls to the
-master are queued and made by one sender thread, never on the loop thread."""
+master are queued and made by ``senders`` sender threads, never on the loop thread."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 from pymesos import Scheduler
 
 from dl2_mesos.framework import events as ev
-from dl2_mesos.framework.outbound import OutboundDriver
+from dl2_mesos.framework.outbound import DEFAULT_SENDERS, OutboundDriver
 
 logger = logging.getLogger(__name__)
 
@@ -28,10 +28,11 @@ class Dl2MesosScheduler(Scheduler):
     """pymesos callbacks -> events on ``events``."""
 
     def __init__(self, events: queue.Queue, outbound: bool = True,
-                 on_failed_over: Callable[[str], None] | None = None) -> None:
+                 on_failed_over: Callable[[str], None] | None = None, senders: int = DEFAULT_SENDERS) -> None:
         self.events = events
         self._on_failed_over = on_failed_over
         self._use_outbound = outbound
+        self._senders = senders
         self.outbound: OutboundDriver | None = None
 
     def _proxy(self, driver: Any) -> Any:
@@ -40,7 +41,7 @@ class Dl2MesosScheduler(Scheduler):
         if not self._use_outbound:
             return driver
         if self.outbound is None or not self.outbound.running:
-            self.outbound = OutboundDriver(driver)
+            self.outbound = OutboundDriver(driver, senders=self._senders)
         else:
             self.outbound.set_driver(driver)
         return self.outbound

@@ -375,7 +375,8 @@ class Replica:
             self.loop = SchedulingLoop(core, self.events, on_fatal=lambda r: self.stop(r, EXIT_LEADERSHIP_LOST))
             self.loop.start()
             info = framework_info(self.cfg, core.framework_id, self.url + "/")
-            driver = self._driver_factory(Dl2MesosScheduler(self.events, on_failed_over=self._failed_over), info)
+            driver = self._driver_factory(Dl2MesosScheduler(self.events, on_failed_over=self._failed_over,
+                                                            senders=self.cfg.master_calls), info)
             driver.start()
             deadline = time.monotonic() + self.cfg.connect_timeout
             while not self._stop.wait(0.2):

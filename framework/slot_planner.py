@@ -11,7 +11,7 @@ simulator (:func:`dl2_mesos.placement.place`) and groups the plan per job into
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dl2_mesos.allocation import Allocation, JobAllocation
@@ -28,7 +28,8 @@ logger = logging.getLogger("dl2_mesos.framework.core")
 
 
 def snapshot(jobs: Sequence[FrameworkJob], offers: OfferBook, *, slot: int, now: float, slot_seconds: float,
-             framework_id: str | None) -> ClusterState:
+             framework_id: str | None,
+             measured_restart: Callable[[str], float | None] | None = None) -> ClusterState:
     """The frozen state a policy decides on: agents from held offers plus our own tasks.
 
     Args:
@@ -36,6 +37,8 @@ def snapshot(jobs: Sequence[FrameworkJob], offers: OfferBook, *, slot: int, now:
         offers: the held offers (an agent's capacity for us is what it offers plus what we run there).
         slot: the slot being decided.
         now: seconds since the framework's epoch.
+        measured_restart: job type -> its measured restart cost, None while unmeasured
+            (:class:`~dl2_mesos.restart_costs.RestartCostBook`).
     """
     views = []
     tasks = []
@@ -47,6 +50,7 @@ def snapshot(jobs: Sequence[FrameworkJob], offers: OfferBook, *, slot: int, now:
             epochs_done=j.epochs_done, num_ps=sum(t.role == "ps" for t in live),
             num_workers=sum(t.role == "worker" for t in live), slots_since_rescale=j.slots_since_rescale,
             rescales=j.rescales, measured_epochs_per_second=j.measured_eps,
+            measured_restart_seconds=measured_restart(j.spec.job_type) if measured_restart else None,
         ))
         for t in live:
             tasks.append(TaskView(t.task_id, j.job_id, t.role, t.agent_id, t.resources))

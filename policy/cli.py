@@ -320,6 +320,12 @@ def _plot(results: dict, slot_seconds: float, path: str) -> None:
     help="Charge the rescale restart cost.",
 )
 @click.option(
+    "--restart-costs",
+    "restart_costs_file",
+    type=click.Path(dir_okay=False),
+    help="Per-type restart costs measured by the framework (its restart_costs.json) instead of the defaults.",
+)
+@click.option(
     "--speed-noise", type=click.FloatRange(0.0, 0.99), default=0.0, help="Training-speed noise amplitude."
 )
 @click.option("--model-path", type=click.Path(dir_okay=False), help="Model file for the dl2 policy.")
@@ -341,6 +347,7 @@ def simulate(
     slot_seconds,
     max_slots,
     restart_cost,
+    restart_costs_file,
     speed_noise,
     model_path,
     json_out,
@@ -413,12 +420,26 @@ def simulate(
         except (Dl2Error, OSError, ImportError) as exc:
             raise click.ClickException(f"cannot create policy {n!r}: {exc}") from None
 
+    measured = {}
+    if restart_costs_file:
+        from dl2_mesos.job_types import job_type_names
+        from dl2_mesos.restart_costs import RestartCostsError, load_restart_costs
+
+        try:
+            measured = load_restart_costs(restart_costs_file, job_type_names())
+        except RestartCostsError as exc:
+            raise click.BadParameter(str(exc), param_hint="--restart-costs") from None
     traces = {}
     for s in seed_list:
         try:
             traces[s] = fixed_trace if fixed_trace is not None else generate_trace(trace_cfg, s)
         except ConfigError as exc:
             raise click.UsageError(str(exc)) from None
+        if measured:
+            from dl2_mesos.restart_costs import apply_restart_costs
+
+            specs = apply_restart_costs([j.spec for j in traces[s]], measured)
+            traces[s] = tuple(replace(j, spec=sp) for j, sp in zip(traces[s], specs))
 
     results: dict[str, dict] = {n: {"runs": []} for n in names}
     total = len(names) * len(seed_list)

@@ -36,3 +36,7 @@ def test_many_jobs_on_many_agents_all_running(tmp_path):
     assert res.decisions >= 2 and res.offer_events > 0 and res.offers >= 60
     # every TASK_RUNNING reached the loop (2 tasks per job); calls to the master left the loop thread
     assert res.status_events >= 240 and res.outbound_sent > 0 and res.outbound_dropped == 0
+    # several calls in flight at once over the pooled connections; every launch and ack answered
+    assert res.outbound_failed == 0 and res.outbound_peak_in_flight > 1
+    assert res.calls_by_kind["acknowledgeStatusUpdate"] >= 240 and res.calls_by_kind["launchTasks"] >= 60
+    assert res.wave_tasks > 0 and res.wave_unacknowledged == 0 and res.wave_acknowledged_s is not None

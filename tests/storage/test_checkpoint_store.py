@@ -132,7 +132,7 @@ def test_symlink_refused(tmp_path):
         CheckpointStore(f"file://{tmp_path}/ck").save(src)
 
 
-def test_transient_errors_are_retried_with_backoff(tmp_path):
+def test_transient_errors_are_retried_with_backoff(tmp_path, monkeypatch):
     sleeps: list[float] = []
     store = CheckpointStore(f"file://{tmp_path}/ck", retry=RetryPolicy(attempts=4, base_delay=0.1), sleep=sleeps.append)
     real_put = store.fs.put_file
@@ -144,7 +144,7 @@ def test_transient_errors_are_retried_with_backoff(tmp_path):
             raise ConnectionRefusedError("Connection refused")
         return real_put(*a, **k)
 
-    store.fs.put_file = flaky
+    monkeypatch.setattr(store.fs, "put_file", flaky)  # fsspec shares the instance: undone after the test
     info = store.save(make_ckpt(tmp_path, "a"))
     assert sleeps == [0.1, 0.2]
     assert info.seq == 1 and [c.seq for c in store.list()] == [1]

@@ -40,7 +40,8 @@ class FaultBenchReport:
 
 
 def run_fault_bench(scenarios: list[str] | None = None, fuzz_cases: int = 1000, burst: int = 1000,
-                    agents: int = 500, load_jobs: int = 1000, workdir: str | None = None) -> FaultBenchReport:
+                    agents: int = 500, load_jobs: int = 1000, workdir: str | None = None,
+                    load_timeout: float = 300.0, master_calls: int | None = None) -> FaultBenchReport:
     """Start ZooKeeper and HDFS, run the scenarios, then fuzzing, the burst and the load."""
     from dl2_rigs.fault_scenarios import run_scenarios
     from dl2_rigs.faultload import agents_load, fuzz_api
@@ -58,7 +59,8 @@ def run_fault_bench(scenarios: list[str] | None = None, fuzz_cases: int = 1000, 
         report.burst = burst_on_live_framework(burst, work / "burst")
     if agents and load_jobs:
         try:
-            report.load = agents_load(agents, load_jobs, workdir=str(work / "load"))
+            report.load = agents_load(agents, load_jobs, workdir=str(work / "load"), timeout=load_timeout,
+                                      master_calls=master_calls)
         except (RuntimeError, OSError) as exc:
             report.notes.append(f"load at {agents} agents / {load_jobs} jobs failed: {exc}")
     return report
@@ -129,7 +131,12 @@ def format_load(ld: AgentsLoadResult) -> list[str]:
         f"(off the loop): {ld.outbound_sent} sent, {ld.outbound_failed} failed, {ld.outbound_dropped} dropped, "
         f"{ld.outbound_coalesced} repeated acks merged, "
         f"peak queue {ld.outbound_peak_queued}, max wait {ld.outbound_max_lag_ms:.0f} ms, "
-        f"{ld.outbound_call_mean_ms:.1f} ms per call",
+        f"{ld.outbound_call_mean_ms:.1f} ms per call, at most {ld.outbound_peak_in_flight} at once",
+        f"      calls by kind: {', '.join(f'{k} {v}' for k, v in sorted(ld.calls_by_kind.items())) or '-'}; "
+        f"update at the loop -> its acknowledgement answered p50 {ld.ack_p50_ms:.0f} ms, p99 {ld.ack_p99_ms:.0f} ms",
+        f"      largest launch wave: {ld.wave_tasks} tasks, launch calls answered {secs(ld.wave_launched_s)}, "
+        f"every TASK_RUNNING acknowledged {secs(ld.wave_acknowledged_s)} after its first launch call"
+        + (f" ({ld.wave_unacknowledged} never acknowledged)" if ld.wave_unacknowledged else ""),
     ]
     out += [f"    problem: {p}" for p in ld.problems[:3]]
     return out

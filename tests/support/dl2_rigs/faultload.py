@@ -239,6 +239,14 @@ class AgentsLoadResult:
     outbound_dropped: int = 0
     outbound_coalesced: int = 0  # acknowledgements of re-sent updates answered by one already queued
     outbound_call_mean_ms: float = 0.0  # one call's HTTP round trip to the master, on average
+    outbound_peak_in_flight: int = 0  # calls to the master in flight at once (concurrent senders)
+    calls_by_kind: dict[str, int] = field(default_factory=dict)  # driver method -> calls made
+    ack_p50_ms: float = 0.0  # an update reaches the loop -> the master answered its acknowledgement
+    ack_p99_ms: float = 0.0
+    wave_tasks: int = 0  # the largest launch wave: tasks launched in one burst of launch calls
+    wave_launched_s: float | None = None  # first launch call queued -> the last one answered
+    wave_acknowledged_s: float | None = None  # first launch call queued -> every TASK_RUNNING acknowledged
+    wave_unacknowledged: int = 0  # tasks of the wave whose TASK_RUNNING was never acknowledged
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -248,8 +256,63 @@ def _pct(values: list[float], q: float) -> float:
     return v[min(len(v) - 1, int(q * len(v)))]
 
 
+class _CallLog:
+    """Records the outbound calls (an :class:`~dl2_mesos.framework.outbound.OutboundDriver`
+    observer, on its sender threads) and when the loop first saw each status update."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.kinds: Counter[str] = Counter()
+        self.launches: dict[str, tuple[float, float]] = {}  # task -> (launch queued, answered)
+        self.running_acked: dict[str, float] = {}  # task -> its TASK_RUNNING acknowledgement answered
+        self.seen: dict[tuple[str, str], float] = {}  # (task, uuid) -> first handled by the loop
+        self.ack_delays: list[float] = []
+
+    def update_seen(self, status: dict[str, Any]) -> None:
+        key = (str((status.get("task_id") or {}).get("value")), str(status.get("uuid")))
+        with self.lock:
+            self.seen.setdefault(key, time.monotonic())
+
+    def __call__(self, rec: Any) -> None:
+        with self.lock:
+            self.kinds[rec.name] += 1
+            if not rec.ok:
+                return
+            if rec.name == "launchTasks":
+                for t in rec.args[1] if len(rec.args) > 1 else ():
+                    self.launches[t["task_id"]["value"]] = (rec.queued_at, rec.finished_at)
+            elif rec.name == "acknowledgeStatusUpdate":
+                st = rec.args[0]
+                tid = str((st.get("task_id") or {}).get("value"))
+                if st.get("state") == "TASK_RUNNING":
+                    self.running_acked.setdefault(tid, rec.finished_at)
+                seen = self.seen.get((tid, str(st.get("uuid"))))
+                if seen is not None:
+                    self.ack_delays.append(rec.finished_at - seen)
+
+    def largest_wave(self, gap: float = 1.0) -> tuple[int, float | None, float | None, int]:
+        """(tasks, seconds until all launched, seconds until all TASK_RUNNING acknowledged, not
+        acknowledged) of the largest burst of launch calls queued less than ``gap`` s apart."""
+        with self.lock:
+            items = sorted((q, a, tid) for tid, (q, a) in self.launches.items())
+            acked = dict(self.running_acked)
+        waves: list[list[tuple[float, float, str]]] = []
+        for it in items:
+            if waves and it[0] - waves[-1][-1][0] < gap:
+                waves[-1].append(it)
+            else:
+                waves.append([it])
+        if not waves:
+            return 0, None, None, 0
+        wave = max(waves, key=len)
+        start = wave[0][0]
+        missing = sum(1 for _, _, tid in wave if tid not in acked)
+        all_acked = None if missing else max(acked[tid] for _, _, tid in wave) - start
+        return len(wave), max(a for _, a, _ in wave) - start, all_acked, missing
+
+
 def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None, slot: str = "5s",
-                settle_slots: int = 3, timeout: float = 300.0) -> AgentsLoadResult:
+                settle_slots: int = 3, timeout: float = 300.0, master_calls: int | None = None) -> AgentsLoadResult:
     """``jobs`` jobs (1 PS + 1 worker each) on ``agents`` local agents, executors from the light hub.
 
     The framework runs in this process (a real :class:`Replica` with the real pymesos driver), the
@@ -258,7 +321,10 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
     timed; an update's lag runs from the executor's timestamp until the loop handles it (it
     includes the agent's re-sends of updates whose acknowledgement is still queued). The calls to
     the master come from the outbound queue's counters (:mod:`dl2_mesos.framework.outbound`).
-    Executors report progress at the framework's default interval (5 s).
+    Executors report progress at the framework's default interval (5 s). ``master_calls``
+    overrides the config's calls to the master in flight at once (1: one after the other). The largest launch wave
+    is timed from its first launch call until the master answered the acknowledgement of every
+    one of its tasks' TASK_RUNNING.
     """
     import os
     import subprocess
@@ -291,6 +357,7 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
     status_lag: list[float] = []
     submits: list[float] = []
     problems: list[str] = []
+    calls = _CallLog()
     replica = None
     runner = None
     try:
@@ -304,7 +371,7 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
             "master": cluster.master, "zk": "none", "state_dir": str(work / "state"), "policy": "fifo",
             "slot": slot, "offer_wait": "1s", "api": f"127.0.0.1:{api_port}", "launch_timeout": "120s",
             "executor_command": executor_command(hub_port), "checkpoint_root": f"file://{work}/ckpt",
-            "online_learning": False,
+            "online_learning": False, **({"master_calls": master_calls} if master_calls else {}),
         })
         replica = Replica(cfg)
         runner = threading.Thread(target=replica.run, daemon=True)
@@ -317,6 +384,8 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
             time.sleep(0.2)
         core = replica.core
         handle, decide = core.handle, core.decide
+        if hasattr(core.driver, "observer"):
+            core.driver.observer = calls
 
         def timed_handle(event: Any) -> None:
             t0 = time.perf_counter()
@@ -324,6 +393,7 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
                 ts = event.status.get("timestamp")
                 if isinstance(ts, (int, float)) and ts > 0:
                     status_lag.append(max(0.0, time.time() - ts))
+                calls.update_seen(event.status)
             handle(event)
             spent = time.perf_counter() - t0
             if isinstance(event, ev.Registered):
@@ -375,6 +445,7 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
         restarted = sum(1 for j in final.values() if j["restart_count"] > 0 or j["generation"] > 0)
         out = getattr(core.driver, "stats", None)
         ob = out() if callable(out) else None
+        wave = calls.largest_wave()
         try:
             hub_execs = sum(len(f.get("executors", [])) for f in cluster.state()["frameworks"])
         except (OSError, ValueError, KeyError):
@@ -394,7 +465,11 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
             outbound_max_lag_ms=ob.max_lag_seconds * 1000 if ob else 0.0,
             outbound_sent=ob.sent if ob else 0, outbound_failed=ob.failed if ob else 0,
             outbound_dropped=ob.dropped if ob else 0, outbound_coalesced=ob.coalesced if ob else 0,
-            outbound_call_mean_ms=ob.call_seconds / max(1, ob.sent + ob.failed) * 1000 if ob else 0.0)
+            outbound_call_mean_ms=ob.call_seconds / max(1, ob.sent + ob.failed) * 1000 if ob else 0.0,
+            outbound_peak_in_flight=getattr(ob, "peak_in_flight", 0), calls_by_kind=dict(calls.kinds),
+            ack_p50_ms=_pct(calls.ack_delays, 0.5) * 1000, ack_p99_ms=_pct(calls.ack_delays, 0.99) * 1000,
+            wave_tasks=wave[0], wave_launched_s=wave[1], wave_acknowledged_s=wave[2],
+            wave_unacknowledged=wave[3])
     finally:
         if replica is not None:
             replica.stop()
