@@ -59,16 +59,19 @@ def _closed_by_server(s: socket.socket) -> bool:
         return True
 
 
-def _framework(args: list[str], env: dict[str, str], limit: int | None = None, log: Path | None = None) -> subprocess.Popen:
-    def lower_limit() -> None:
-        if limit is not None:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+def _with_nofile(soft: int, hard: int | str, argv: list[str]) -> list[str]:
+    """``argv`` started under util-linux ``prlimit`` with these open-files limits. (A ``preexec_fn``
+    would fork the threaded pytest process and can deadlock the child before exec.)"""
+    return ["prlimit", f"--nofile={soft}:{hard}", *argv]
 
+
+def _framework(args: list[str], env: dict[str, str], limit: int | None = None, log: Path | None = None) -> subprocess.Popen:
+    argv = [DL2, "framework", "--policy", "fifo", "--no-online-learning", *args]
+    if limit is not None:
+        argv = _with_nofile(limit, limit, argv)
     base = {k: v for k, v in os.environ.items() if not k.startswith("DL2_")}
-    return subprocess.Popen([DL2, "framework", "--policy", "fifo", "--no-online-learning", *args],
-                            env={**base, **env}, stdout=subprocess.DEVNULL,
-                            stderr=open(log, "wb") if log else subprocess.DEVNULL,
-                            preexec_fn=lower_limit)
+    return subprocess.Popen(argv, env={**base, **env}, stdout=subprocess.DEVNULL,
+                            stderr=open(log, "wb") if log else subprocess.DEVNULL)
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -113,14 +116,12 @@ def test_ops_soft_open_files_limit_is_raised_to_the_hard_one(tmp_path):
     if hard != resource.RLIM_INFINITY and hard <= 300:
         pytest.skip(f"hard open-files limit {hard} on this machine leaves nothing to raise")
 
-    def lower_soft() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
-
     base = {k: v for k, v in os.environ.items() if not k.startswith("DL2_")}
-    proc = subprocess.Popen([DL2, "framework", "--policy", "fifo", "--zk", "none", "--state-dir", str(tmp_path / "s"),
-                             "--master", f"127.0.0.1:{free_port()}", "--connect-timeout", "300s",
-                             "--api", f"127.0.0.1:{port}"], env=base, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, preexec_fn=lower_soft)
+    argv = [DL2, "framework", "--policy", "fifo", "--zk", "none", "--state-dir", str(tmp_path / "s"),
+            "--master", f"127.0.0.1:{free_port()}", "--connect-timeout", "300s", "--api", f"127.0.0.1:{port}"]
+    hard_text = "unlimited" if hard == resource.RLIM_INFINITY else hard
+    proc = subprocess.Popen(_with_nofile(256, hard_text, argv), env=base, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     try:
         _health(f"http://127.0.0.1:{port}")
         limits = Path(f"/proc/{proc.pid}/limits").read_text()
