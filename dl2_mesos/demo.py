@@ -234,7 +234,8 @@ def run_demo(*, policy: str = "dl2", agents: int = 3, cpus: float = 8, gpus: int
         final = {jid: requests.get(f"{api}/api/v1/jobs/{jid}", timeout=5).json() for jid in submitted}
         rows = tuple(
             {"id": jid, "job_type": final[jid]["job_type"], "phase": final[jid]["phase"],
-             "jct_seconds": _jct(final[jid]), "rescales": final[jid]["rescales"]}
+             "jct_seconds": _jct(final[jid]), "rescales": final[jid]["rescales"],
+             "phase_times": final[jid].get("phase_times") or {}}
             for jid in submitted
         )
         result = DemoResult(policy, rows, f"{api}/", round(time.monotonic() - t0, 1))

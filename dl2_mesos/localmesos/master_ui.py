@@ -125,10 +125,10 @@ def render_master_page(master: Master, agents: Mapping[str, Agent]) -> str:
     used_by_agent = master.allocator.used_by_agent()
     agent_rows = []
     for rec in master.agents.values():
-        used = used_by_agent.get(rec.agent_id)
+        agent_used = used_by_agent.get(rec.agent_id)
         agent_rows.append(
             f"<tr><td>{escape(rec.agent_id)}</td><td>{escape(rec.hostname)}:{rec.agent.port}</td>"
-            f"<td>{_res(rec.total.summary())}</td><td>{_res(used.summary()) if used else '-'}</td>"
+            f"<td>{_res(rec.total.summary())}</td><td>{_res(agent_used.summary()) if agent_used else '-'}</td>"
             f"<td>{escape(', '.join(f'{k}={v}' for k, v in rec.agent.config.attributes))}</td>"
             f"<td>{_time(rec.registered_time)}</td></tr>"
         )
@@ -141,12 +141,12 @@ def render_master_page(master: Master, agents: Mapping[str, Agent]) -> str:
         for t in fw.completed_tasks
     ][-COMPLETED_TASKS_SHOWN:]
     for t in live + list(reversed(done)):
-        rec = master.agents.get(t.agent_id)
+        task_agent = master.agents.get(t.agent_id)
         task_rows.append(
             f"<tr><td>{escape(t.task_id)}</td><td>{escape(t.name)}</td>"
             f"<td class='st-{escape(t.state)}'>{escape(t.state)}</td>"
             f"<td>{escape(names.get(t.framework_id, t.framework_id))}</td>"
-            f"<td>{escape(rec.hostname if rec else t.agent_id)}</td><td>{_res(t.resources.summary())}</td>"
+            f"<td>{escape(task_agent.hostname if task_agent else t.agent_id)}</td><td>{_res(t.resources.summary())}</td>"
             f"<td>{_sandbox_links(agents, t)}</td></tr>"
         )
 
