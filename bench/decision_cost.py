@@ -17,7 +17,7 @@ import time
 from dataclasses import replace
 
 from dl2_mesos.policy.registry import make_policy
-from dl2_mesos.policy.sim.config import preset
+from dl2_mesos.policy.sim.settings import preset
 from dl2_mesos.policy.sim.simulator import run
 from dl2_mesos.policy.sim.trace import generate_trace
 

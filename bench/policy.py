@@ -76,7 +76,7 @@ def time_decide(policy, state: ClusterState, repeat: int) -> tuple[float, float,
 
 def typical_slots(policy, seed: int) -> None:
     """Decision time of every slot of one reference simulation (the load the goal describes)."""
-    from dl2_mesos.policy.sim.config import preset
+    from dl2_mesos.policy.sim.settings import preset
     from dl2_mesos.policy.sim.simulator import Simulator
     from dl2_mesos.policy.sim.trace import generate_trace
 
@@ -125,7 +125,7 @@ def main() -> None:
               f"CPU {t_cpu * 1000:.1f} ms); {n_alloc} jobs allocated; load average {os.getloadavg()[0]:.1f}")
     typical_slots(pol, seed=101)
     if args.eval:
-        from dl2_mesos.policy.cli import parse_seeds
+        from dl2_mesos.policy.simulate_cli import parse_seeds
         from dl2_mesos.policy.dl2.evaluation import evaluate, format_table
 
         doc = evaluate(["dl2", "drf", "optimus"], parse_seeds(args.seeds), "reference", args.model,

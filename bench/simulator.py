@@ -23,7 +23,7 @@ from dataclasses import replace
 from dl2_mesos.allocation import Allocation
 from dl2_mesos.policy.baselines.optimus import optimus_speed_model
 from dl2_mesos.policy.registry import make_policy
-from dl2_mesos.policy.sim.config import preset
+from dl2_mesos.policy.sim.settings import preset
 from dl2_mesos.policy.sim.simulator import Simulator, run
 from dl2_mesos.policy.sim.trace import generate_trace
 from dl2_mesos.speed_model import default_speed_model

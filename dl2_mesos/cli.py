@@ -13,11 +13,11 @@ import click
 
 # command name -> ("module:attribute" of a click.Command, one-line help shown by `dl2 --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "simulate": ("dl2_mesos.policy.cli:simulate", "Compare policies in the cluster simulator."),
-    "trace": ("dl2_mesos.policy.cli:trace", "Generate job traces or import Philly-style logs."),
+    "simulate": ("dl2_mesos.policy.simulate_cli:simulate", "Compare policies in the cluster simulator."),
+    "trace": ("dl2_mesos.policy.simulate_cli:trace", "Generate job traces or import Philly-style logs."),
     "train": ("dl2_mesos.policy.train_cli:train", "Train the DL2 policy (supervised warm-up, then RL)."),
     "evaluate": ("dl2_mesos.policy.train_cli:evaluate", "Evaluate DL2 and baselines on held-out seeds."),
-    "matrix": ("dl2_mesos.policy.cli:matrix", "Evaluate policies on the load sweep and contended presets."),
+    "matrix": ("dl2_mesos.policy.simulate_cli:matrix", "Evaluate policies on the load sweep and contended presets."),
     "bench": ("dl2_mesos.bench_cli:bench", "Run a benchmark script of the source checkout (bench/NAME.py)."),
     "local-cluster": ("dl2_mesos.localmesos.local_cluster_cli:local_cluster", "Run the Mesos-compatible local master and agents."),
     "framework": ("dl2_mesos.framework.scheduler_cli:framework", "Run the DL2 Mesos framework (scheduler)."),

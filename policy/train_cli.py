@@ -9,13 +9,13 @@ from pathlib import Path
 import click
 
 from dl2_mesos.errors import CheckpointError, ConfigError, Dl2Error
-from dl2_mesos.policy.cli import trace_source_options, trace_source_preset
+from dl2_mesos.policy.simulate_cli import trace_source_options, trace_source_preset
 
 logger = logging.getLogger(__name__)
 
 
 def _seeds(text: str, hint: str) -> list[int]:
-    from dl2_mesos.policy.cli import parse_seeds
+    from dl2_mesos.policy.simulate_cli import parse_seeds
 
     try:
         return parse_seeds(text)
@@ -69,7 +69,7 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
     preset = trace_source_preset(preset, trace_opts)
     from tqdm import tqdm
 
-    from dl2_mesos.policy.dl2.config import DL2Config
+    from dl2_mesos.policy.dl2.model_config import DL2Config
     from dl2_mesos.policy.dl2.supervised import SLConfig
     from dl2_mesos.policy.dl2.trainer import run_sl
     from dl2_mesos.policy.registry import policy_names
@@ -169,7 +169,7 @@ def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iterat
     preset = trace_source_preset(preset, trace_opts)
     from tqdm import tqdm
 
-    from dl2_mesos.policy.dl2.config import DL2Config
+    from dl2_mesos.policy.dl2.model_config import DL2Config
     from dl2_mesos.policy.dl2.learner import LearnerConfig
     from dl2_mesos.policy.dl2.rollout import preset_config as get_preset
     from dl2_mesos.policy.dl2.trainer import RLConfig, run_rl
@@ -234,7 +234,7 @@ def evaluate(policies, seeds, preset, model_path, json_out, workers, max_slots, 
     from dl2_mesos.policy.dl2.evaluation import evaluate as run_eval
     from dl2_mesos.policy.dl2.evaluation import format_per_seed, format_table
     from dl2_mesos.policy.registry import policy_names
-    from dl2_mesos.policy.sim.config import preset as get_preset
+    from dl2_mesos.policy.sim.settings import preset as get_preset
 
     names = [n.strip().lower() for n in policies.split(",") if n.strip()]
     unknown = [n for n in names if n not in policy_names()]

@@ -23,7 +23,7 @@ def test_learning_curve_is_skipped_without_matplotlib(monkeypatch, tmp_path, cap
 def test_simulate_plot_without_matplotlib_is_refused_before_running(monkeypatch, tmp_path):
     import importlib.util
 
-    from dl2_mesos.policy.cli import simulate
+    from dl2_mesos.policy.simulate_cli import simulate
 
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from dl2_mesos.errors import CheckpointError, ConfigError
-from dl2_mesos.policy.dl2.config import SCHEMA_VERSION, DL2Config
+from dl2_mesos.policy.dl2.model_config import SCHEMA_VERSION, DL2Config
 from dl2_mesos.policy.dl2.network import ActorCritic
 
 FORMAT = "dl2-checkpoint"

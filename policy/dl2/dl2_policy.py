@@ -15,12 +15,12 @@ from threadpoolctl import ThreadpoolController
 
 from dl2_mesos.allocation import Allocation
 from dl2_mesos.cluster import ClusterState
-from dl2_mesos.policy.dl2.agent import NetChooser, run_slot, run_slot_greedy
+from dl2_mesos.policy.dl2.decision_loop import NetChooser, run_slot, run_slot_greedy
 from dl2_mesos.policy.dl2.network import NumpyActor
 from dl2_mesos.policy.dl2.checkpoint import LoadedModel, load_checkpoint
 from dl2_mesos.policy.dl2.greedy import run_slot_greedy_fast
 from dl2_mesos.policy.dl2.network import ActorCritic
-from dl2_mesos.policy.dl2.online import ExperienceRecorder
+from dl2_mesos.policy.dl2.online_learner import ExperienceRecorder
 
 logger = logging.getLogger(__name__)
 

@@ -51,7 +51,7 @@ def evaluate(
     progress=None,
 ) -> dict[str, Any]:
     """Run ``policies`` on ``seeds``; returns the ``dl2 simulate``-shaped document (+ ratios)."""
-    from dl2_mesos.policy.sim.config import preset
+    from dl2_mesos.policy.sim.settings import preset
 
     sc, tc = preset(preset_name)
     if max_slots is not None:

@@ -1,6 +1,6 @@
 """Fast greedy decision of one slot (``arch="shared"``): the loop behind ``DL2Policy.decide``.
 
-It makes the decisions of :func:`~dl2_mesos.policy.dl2.agent.run_slot` with a greedy chooser
+It makes the decisions of :func:`~dl2_mesos.policy.dl2.decision_loop.run_slot` with a greedy chooser
 (a full forward pass per inference), but each inference costs a couple of dozen small numpy
 operations, because everything the network computes is linear in a job's hidden vector except
 the per-job encoder itself:
@@ -43,7 +43,7 @@ import math
 import numpy as np
 
 from dl2_mesos.cluster import ClusterState
-from dl2_mesos.policy.dl2.config import DL2Config
+from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.features import (
     COUNT_SCALE,
     F_CHANGED,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from dl2_mesos.policy.dl2.config import DL2Config
+from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.features import F_VALID, NUM_GLOBAL_FEATURES, NUM_JOB_FEATURES
 
 

@@ -12,7 +12,7 @@ import tempfile
 
 from dl2_mesos.policy.dl2.checkpoint import load_checkpoint
 from dl2_mesos.policy.dl2.dl2_policy import DL2Policy
-from dl2_mesos.policy.dl2.online import ExperienceRecorder, OnlineTrainer
+from dl2_mesos.policy.dl2.online_learner import ExperienceRecorder, OnlineTrainer
 
 
 class DL2OnlineModel:

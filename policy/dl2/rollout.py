@@ -15,9 +15,9 @@ import numpy as np
 import torch
 
 from dl2_mesos.allocation import Allocation
-from dl2_mesos.policy.dl2.agent import NetChooser, run_slot, run_slot_greedy
+from dl2_mesos.policy.dl2.decision_loop import NetChooser, run_slot, run_slot_greedy
 from dl2_mesos.policy.dl2.network import NumpyActor
-from dl2_mesos.policy.dl2.config import DL2Config
+from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.features import input_size
 from dl2_mesos.policy.dl2.learner import SlotData, stack_steps
 from dl2_mesos.policy.dl2.network import Actor
@@ -72,7 +72,7 @@ def preset_config(name: str):
     from dataclasses import replace
 
     from dl2_mesos.errors import ConfigError
-    from dl2_mesos.policy.sim.config import preset
+    from dl2_mesos.policy.sim.settings import preset
 
     base, sep, nodes = name.partition("@")
     sc, tc = preset(base)

@@ -1,6 +1,6 @@
 """One inference of DL2's within-slot loop, as recorded for training.
 
-Its own module so that the decision loop (:mod:`~dl2_mesos.policy.dl2.agent`) and its fast
+Its own module so that the decision loop (:mod:`~dl2_mesos.policy.dl2.decision_loop`) and its fast
 greedy path (:mod:`~dl2_mesos.policy.dl2.greedy`) both use it without importing each other.
 """
 

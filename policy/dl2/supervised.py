@@ -30,8 +30,8 @@ import torch
 from torch import nn
 
 from dl2_mesos.cluster import ClusterState
-from dl2_mesos.policy.dl2.agent import Step
-from dl2_mesos.policy.dl2.config import DL2Config
+from dl2_mesos.policy.dl2.decision_loop import Step
+from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.learner import SlotData, stack_steps
 from dl2_mesos.policy.dl2.network import ActorCritic, masked_log_probs
 from dl2_mesos.policy.dl2.features import input_size

@@ -26,7 +26,7 @@ import torch
 
 from dl2_mesos.allocation import Allocation
 from dl2_mesos.policy.dl2.checkpoint import load_checkpoint, save_checkpoint
-from dl2_mesos.policy.dl2.config import DL2Config
+from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.learner import Learner, LearnerConfig, SlotData
 from dl2_mesos.policy.dl2.network import ActorCritic
 from dl2_mesos.policy.dl2.rollout import EpisodeResult, EpisodeSpec, actor_state, init_worker, make_sim, run_episode

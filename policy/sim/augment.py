@@ -18,7 +18,7 @@ arrival sequence; :func:`augment` draws a different, plausible episode from it p
 
 Job ids are kept (they stay unique); the result is sorted by (arrival, id). Deterministic for a
 given source, config and random generator. This module reads no files; ``generate_trace``
-applies it to the trace files named by a ``trace:`` preset (:mod:`dl2_mesos.policy.sim.config`).
+applies it to the trace files named by a ``trace:`` preset (:mod:`dl2_mesos.policy.sim.settings`).
 """
 
 from __future__ import annotations

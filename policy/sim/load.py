@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dl2_mesos.policy.sim.bounds import job_bounds
-from dl2_mesos.policy.sim.config import SimConfig
+from dl2_mesos.policy.sim.settings import SimConfig
 from dl2_mesos.policy.sim.trace import Trace
 
 RESOURCES = ("cpus", "gpus", "mem")

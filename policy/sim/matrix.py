@@ -1,6 +1,6 @@
 """The evaluation matrix: every policy on the load sweep and the contended presets (``dl2 matrix``).
 
-Each *point* is a preset (:mod:`dl2_mesos.policy.sim.config`): by default the load sweep
+Each *point* is a preset (:mod:`dl2_mesos.policy.sim.settings`): by default the load sweep
 ``sweep-rho0.25`` ... ``sweep-rho4`` and the contended presets ``paper-rho1``, ``paper-rho2``,
 ``testbed-rho2``. Every policy runs once per held-out seed on the same generated trace (the seed
 draws the trace and the speed noise), restart cost charged as the preset says. Per point the
@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from dl2_mesos.policy.sim.config import CONTENDED, SWEEP
+from dl2_mesos.policy.sim.settings import CONTENDED, SWEEP
 
 #: The default points: the sweep in load order, then the contended presets.
 DEFAULT_POINTS: tuple[str, ...] = tuple(name for name, _ in SWEEP) + CONTENDED
@@ -66,7 +66,7 @@ def run_one(task: tuple[str, str | None, str, int, int | None, bool]) -> tuple[s
     """
     name, model_path, point, seed, max_slots, full = task
     from dl2_mesos.policy.registry import make_policy
-    from dl2_mesos.policy.sim.config import preset
+    from dl2_mesos.policy.sim.settings import preset
     from dl2_mesos.policy.sim.simulator import run
     from dl2_mesos.policy.sim.trace import generate_trace
 
@@ -106,7 +106,7 @@ def run_tasks(
 def point_reference(point: str, seeds: Sequence[int]) -> dict[str, Any]:
     """The trace-only figures of a point: nodes, jobs, offered load and bound per seed."""
     from dl2_mesos.policy.sim.bounds import avg_jct_lower_bound
-    from dl2_mesos.policy.sim.config import preset
+    from dl2_mesos.policy.sim.settings import preset
     from dl2_mesos.policy.sim.load import mean_load, offered_load
     from dl2_mesos.policy.sim.trace import generate_trace
 
@@ -181,7 +181,7 @@ def evaluate_matrix(
     Raises:
         ConfigError: an unknown point (preset) name.
     """
-    from dl2_mesos.policy.sim.config import preset
+    from dl2_mesos.policy.sim.settings import preset
 
     for p in points:
         preset(p)  # fail before any run

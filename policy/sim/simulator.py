@@ -53,7 +53,7 @@ import numpy as np
 from dl2_mesos.allocation import Allocation, JobAllocation, validate_allocation
 from dl2_mesos.cluster import AgentView, ClusterState, TaskView
 from dl2_mesos.placement import place
-from dl2_mesos.policy.sim.config import SimConfig
+from dl2_mesos.policy.sim.settings import SimConfig
 from dl2_mesos.policy.sim.metrics import JobRecord, RunMetrics, SlotRecord, build_metrics
 from dl2_mesos.policy.sim.trace import Trace
 from dl2_mesos.policy_api import Policy

@@ -59,7 +59,7 @@ from dl2_mesos.errors import ConfigError, InvalidJobSpec, TraceFormatError
 from dl2_mesos.job_types import get_job_type
 from dl2_mesos.jobs import JobSpec
 from dl2_mesos.policy.sim.augment import augment
-from dl2_mesos.policy.sim.config import TraceConfig
+from dl2_mesos.policy.sim.settings import TraceConfig
 from dl2_mesos.resources import Resources
 
 REQUIRED_COLUMNS = ("arrival_time", "job_type", "epochs")

@@ -11,7 +11,7 @@ from dl2_mesos.policy.baselines.optimus import OptimusPolicy, fit_optimus_model,
 from dl2_mesos.policy.baselines.srtf import SRTFPolicy
 from dl2_mesos.policy.baselines.tetris import TetrisPolicy
 from dl2_mesos.policy.registry import BASELINES, make_policy
-from dl2_mesos.policy.sim.config import preset
+from dl2_mesos.policy.sim.settings import preset
 from dl2_mesos.policy.sim.simulator import run
 from dl2_mesos.policy.sim.trace import generate_trace
 from dl2_mesos.resources import Resources

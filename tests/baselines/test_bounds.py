@@ -9,7 +9,7 @@ import pytest
 
 from dl2_mesos.policy.registry import BASELINES, make_policy
 from dl2_mesos.policy.sim.bounds import avg_jct_lower_bound, fastest_speed, job_bounds
-from dl2_mesos.policy.sim.config import SimConfig, preset
+from dl2_mesos.policy.sim.settings import SimConfig, preset
 from dl2_mesos.policy.sim.simulator import run
 from dl2_mesos.policy.sim.trace import generate_trace
 from dl2_mesos.resources import Resources

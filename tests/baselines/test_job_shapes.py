@@ -9,7 +9,7 @@ import pytest
 
 from dl2_mesos.jobs import JobSpec
 from dl2_mesos.policy.registry import BASELINES, make_policy
-from dl2_mesos.policy.sim.config import SimConfig
+from dl2_mesos.policy.sim.settings import SimConfig
 from dl2_mesos.policy.sim.simulator import Simulator, run
 from dl2_mesos.policy.sim.trace import TraceJob
 from dl2_mesos.resources import Resources

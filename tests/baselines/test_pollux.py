@@ -211,7 +211,7 @@ def test_framework_keeps_the_last_allocation_when_the_pollux_worker_dies():
 
 def test_the_tiny_preset_completes_with_valid_allocations_and_no_job_beats_its_bound():
     from dl2_mesos.policy.sim.bounds import job_bounds
-    from dl2_mesos.policy.sim.config import preset
+    from dl2_mesos.policy.sim.settings import preset
     from dl2_mesos.policy.sim.simulator import run
     from dl2_mesos.policy.sim.trace import generate_trace
 

@@ -31,7 +31,7 @@ def test_baselines_do_not_import_torch():
     code = (
         "import sys\n"
         "from dl2_mesos.policy.registry import make_policy, BASELINES\n"
-        "from dl2_mesos.policy.sim.config import preset\n"
+        "from dl2_mesos.policy.sim.settings import preset\n"
         "from dl2_mesos.policy.sim.trace import generate_trace\n"
         "from dl2_mesos.policy.sim.simulator import run\n"
         "s, t = preset('tiny')\n"

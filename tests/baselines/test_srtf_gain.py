@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dl2_mesos.allocation import validate_allocation
 from dl2_mesos.policy.baselines.srtf_gain import SRTFGainPolicy
-from dl2_mesos.policy.sim.config import preset
+from dl2_mesos.policy.sim.settings import preset
 from dl2_mesos.policy.sim.simulator import Simulator
 from dl2_mesos.policy.sim.trace import generate_trace
 from dl2_mesos.resources import Resources

@@ -8,7 +8,7 @@ from dl2_mesos.allocation import validate_allocation
 from dl2_mesos.cluster import AgentView, ClusterState, JobView
 from dl2_mesos.jobs import JobSpec
 from dl2_mesos.policy.baselines.tiresias import TiresiasPolicy, requested_size, service_units
-from dl2_mesos.policy.sim.config import preset
+from dl2_mesos.policy.sim.settings import preset
 from dl2_mesos.policy.sim.simulator import run
 from dl2_mesos.policy.sim.trace import generate_trace
 from dl2_mesos.resources import Resources

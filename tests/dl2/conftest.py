@@ -8,7 +8,7 @@ import torch
 from dl2_mesos.cluster import AgentView, ClusterState, JobView, TaskView
 from dl2_mesos.job_types import job_type_names
 from dl2_mesos.jobs import JobSpec
-from dl2_mesos.policy.dl2.config import DL2Config
+from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.network import ActorCritic
 from dl2_mesos.resources import Resources
 

@@ -10,12 +10,12 @@ import torch
 from dl2_mesos.allocation import validate_allocation
 from dl2_mesos.cluster import AgentView, ClusterState, JobView, TaskView
 from dl2_mesos.jobs import JobSpec
-from dl2_mesos.policy.dl2.agent import random_chooser, run_slot, run_slot_greedy
-from dl2_mesos.policy.dl2.config import DL2Config
+from dl2_mesos.policy.dl2.decision_loop import random_chooser, run_slot, run_slot_greedy
+from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.dl2_policy import DL2Policy
 from dl2_mesos.policy.dl2.network import ActorCritic, NumpyActor
 from dl2_mesos.policy.dl2.slot import BUNDLE, PAUSE, PS, SHRINK_PS, SHRINK_WORKER, WORKER, SlotContext
-from dl2_mesos.policy.sim.config import SimConfig
+from dl2_mesos.policy.sim.settings import SimConfig
 from dl2_mesos.policy.sim.simulator import Simulator
 from dl2_mesos.policy.sim.trace import TraceJob
 from dl2_mesos.resources import Resources
@@ -211,7 +211,7 @@ def test_elastic_greedy_loop_matches_forward_passes_with_shrinks():
             net.actor.job_head.bias += torch.tensor([0.0, 0.0, 0.0, 2.0, 2.0, 1.0])
         state = make_state(int(rng.integers(3, 12)), int(rng.integers(2, 6)),
                            running={f"j{i:04d}": (2, 2) for i in range(3)})
-        from dl2_mesos.policy.dl2.agent import NetChooser
+        from dl2_mesos.policy.dl2.decision_loop import NetChooser
 
         ref = run_slot(state, cfg, NetChooser(net.actor))
         fast = run_slot_greedy(state, cfg, NumpyActor(net.actor), record=True)

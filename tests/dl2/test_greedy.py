@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from dl2_mesos.policy.dl2.agent import NetChooser, run_slot, run_slot_greedy
-from dl2_mesos.policy.dl2.config import DL2Config
+from dl2_mesos.policy.dl2.decision_loop import NetChooser, run_slot, run_slot_greedy
+from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.dl2_policy import DL2Policy
 from dl2_mesos.policy.dl2.features import F_VALID, NUM_GLOBAL_FEATURES, NUM_JOB_FEATURES
 from dl2_mesos.policy.dl2.greedy import kernel_of

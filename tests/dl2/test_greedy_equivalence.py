@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from dl2_mesos.policy.dl2.agent import NetChooser, run_slot, run_slot_greedy
-from dl2_mesos.policy.dl2.config import DL2Config
+from dl2_mesos.policy.dl2.decision_loop import NetChooser, run_slot, run_slot_greedy
+from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.network import ActorCritic, NumpyActor
 
 from .golden_states import seeded_state

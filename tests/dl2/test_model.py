@@ -8,7 +8,7 @@ import pytest
 from dl2_mesos.allocation import validate_allocation
 from dl2_mesos.errors import CheckpointError
 from dl2_mesos.policy.dl2 import checkpoint as ckpt
-from dl2_mesos.policy.dl2.config import DL2Config
+from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.dl2_policy import DL2Policy
 from dl2_mesos.policy.dl2.features import input_size
 from dl2_mesos.policy.dl2.network import ActorCritic, masked_log_probs
@@ -124,7 +124,7 @@ def test_numpy_inference_matches_torch(arch):
 
 
 def test_incremental_greedy_matches_full_inference(small_net):
-    from dl2_mesos.policy.dl2.agent import NetChooser, run_slot, run_slot_greedy
+    from dl2_mesos.policy.dl2.decision_loop import NetChooser, run_slot, run_slot_greedy
     from dl2_mesos.policy.dl2.network import NumpyActor
 
     # make the untrained net add tasks: bias the job logits up

@@ -7,7 +7,7 @@ import torch
 
 from dl2_mesos.policy.dl2.checkpoint import load_checkpoint
 from dl2_mesos.policy.dl2.dl2_policy import DL2Policy
-from dl2_mesos.policy.dl2.online import (
+from dl2_mesos.policy.dl2.online_learner import (
     ExperienceRecorder,
     OnlineTrainer,
     SlotExperience,

@@ -6,9 +6,9 @@ import numpy as np
 import torch
 
 from dl2_mesos.allocation import Allocation
-from dl2_mesos.policy.dl2.agent import run_slot
+from dl2_mesos.policy.dl2.decision_loop import run_slot
 from dl2_mesos.policy.dl2.checkpoint import load_checkpoint
-from dl2_mesos.policy.dl2.config import DL2Config
+from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.dl2_policy import DL2Policy
 from dl2_mesos.policy.dl2.learner import LearnerConfig
 from dl2_mesos.policy.dl2.network import ActorCritic

@@ -185,7 +185,7 @@ def test_dl2_policy_learns_online_and_versions_survive_restart(cluster, tmp_path
     finishing and arriving jobs give it decisions (experience) in several slots."""
     import torch  # noqa: F401  (a hard dependency: fail, never skip, if it is missing)
     from dl2_mesos.policy.dl2.checkpoint import save_checkpoint
-    from dl2_mesos.policy.dl2.config import DL2Config
+    from dl2_mesos.policy.dl2.model_config import DL2Config
     from dl2_mesos.policy.dl2.network import ActorCritic
 
     model = save_checkpoint(tmp_path / "start.pt", ActorCritic(DL2Config()), version=0)

@@ -126,7 +126,7 @@ def test_core_feeds_slot_rewards_from_reported_progress():
 
 def test_dl2_adapter_updates_real_model():
     import torch
-    from dl2_mesos.policy.dl2.config import DL2Config
+    from dl2_mesos.policy.dl2.model_config import DL2Config
     from dl2_mesos.policy.dl2.dl2_policy import DL2Policy
     from dl2_mesos.policy.dl2.network import ActorCritic
     from dl2_mesos.policy.dl2.online_model import DL2OnlineModel
@@ -178,7 +178,7 @@ def test_dl2_updates_rollbacks_and_resumes_reach_the_decisions():
     import torch
 
     from dl2_mesos.policy.dl2.online_model import DL2OnlineModel
-    from dl2_mesos.policy.dl2.config import DL2Config
+    from dl2_mesos.policy.dl2.model_config import DL2Config
     from dl2_mesos.policy.dl2.dl2_policy import DL2Policy
     from dl2_mesos.policy.dl2.network import ActorCritic
 

@@ -89,7 +89,7 @@ def test_unreadable_or_non_json_files_are_refused(tmp_path):
 def test_simulate_takes_measured_costs_from_the_exported_file(tmp_path):
     from click.testing import CliRunner
 
-    from dl2_mesos.policy.cli import simulate
+    from dl2_mesos.policy.simulate_cli import simulate
 
     costs = tmp_path / "restart_costs.json"
     costs.write_text(json.dumps({"format": "dl2-restart-costs/1",

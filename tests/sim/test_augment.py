@@ -7,7 +7,7 @@ import pytest
 
 from dl2_mesos.errors import ConfigError
 from dl2_mesos.policy.sim.augment import AugmentConfig, augment
-from dl2_mesos.policy.sim.config import TraceConfig, preset, trace_preset_name
+from dl2_mesos.policy.sim.settings import TraceConfig, preset, trace_preset_name
 from dl2_mesos.policy.sim.trace import generate_trace, write_trace
 
 SOURCE = generate_trace(

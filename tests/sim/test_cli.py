@@ -12,8 +12,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from dl2_mesos.policy.cli import mean_ci, parse_seeds, simulate, trace
-from dl2_mesos.policy.sim.config import preset
+from dl2_mesos.policy.simulate_cli import mean_ci, parse_seeds, simulate, trace
+from dl2_mesos.policy.sim.settings import preset
 from dl2_mesos.policy.sim.load import offered_load
 from dl2_mesos.policy.sim.trace import generate_trace, read_trace
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dl2_mesos.errors import ConfigError
-from dl2_mesos.policy.sim.config import PRESETS, REFERENCE_AGENT, SimConfig, TraceConfig, preset
+from dl2_mesos.policy.sim.settings import PRESETS, REFERENCE_AGENT, SimConfig, TraceConfig, preset
 
 
 def test_presets():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dl2_mesos.policy.sim.bounds import job_bounds
-from dl2_mesos.policy.sim.config import CONTENDED, SWEEP, SimConfig, preset
+from dl2_mesos.policy.sim.settings import CONTENDED, SWEEP, SimConfig, preset
 from dl2_mesos.policy.sim.load import format_loads, mean_load, offered_load
 from dl2_mesos.policy.sim.trace import generate_trace
 from dl2_mesos.resources import Resources

@@ -8,9 +8,9 @@ import pytest
 from click.testing import CliRunner
 
 from dl2_mesos.errors import ConfigError
-from dl2_mesos.policy.cli import matrix
+from dl2_mesos.policy.simulate_cli import matrix
 from dl2_mesos.policy.sim import matrix as mx
-from dl2_mesos.policy.sim.config import preset
+from dl2_mesos.policy.sim.settings import preset
 from dl2_mesos.policy.sim.simulator import run
 from dl2_mesos.policy.registry import make_policy
 from dl2_mesos.policy.sim.trace import generate_trace

@@ -7,7 +7,7 @@ import pytest
 from dl2_mesos.allocation import Allocation, JobAllocation
 from dl2_mesos.errors import InvalidAllocation
 from dl2_mesos.policy.sim.bounds import job_bounds
-from dl2_mesos.policy.sim.config import SimConfig
+from dl2_mesos.policy.sim.settings import SimConfig
 from dl2_mesos.policy.sim.load import offered_load
 from dl2_mesos.policy.sim.simulator import Simulator
 from dl2_mesos.policy.sim.trace import parse_trace, trace_to_csv

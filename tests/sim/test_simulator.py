@@ -7,7 +7,7 @@ import pytest
 from dl2_mesos.allocation import Allocation, JobAllocation
 from dl2_mesos.errors import InvalidAllocation
 from dl2_mesos.policy.registry import make_policy
-from dl2_mesos.policy.sim.config import SimConfig, preset
+from dl2_mesos.policy.sim.settings import SimConfig, preset
 from dl2_mesos.policy.sim.simulator import Simulator, run
 from dl2_mesos.policy.sim.trace import generate_trace
 from dl2_mesos.resources import Resources

@@ -8,7 +8,7 @@ import pytest
 
 from dl2_mesos.errors import ConfigError, TraceFormatError
 from dl2_mesos.job_types import get_job_type
-from dl2_mesos.policy.sim.config import TraceConfig
+from dl2_mesos.policy.sim.settings import TraceConfig
 from dl2_mesos.policy.sim.trace import (
     generate_trace,
     google_patterns,

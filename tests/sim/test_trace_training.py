@@ -8,8 +8,8 @@ import torch
 from click.testing import CliRunner
 
 from dl2_mesos.cli import main
-from dl2_mesos.policy.cli import trace_source_preset
-from dl2_mesos.policy.sim.config import TraceConfig, preset
+from dl2_mesos.policy.simulate_cli import trace_source_preset
+from dl2_mesos.policy.sim.settings import TraceConfig, preset
 from dl2_mesos.policy.sim.trace import generate_trace, read_trace, write_trace
 
 PHILLY = """jobid,submitted_time,duration,num_gpus

@@ -15,7 +15,7 @@ import torch
 
 from dl2_mesos.allocation import Allocation
 from dl2_mesos.cluster import ClusterState
-from dl2_mesos.policy.dl2.config import DL2Config
+from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.network import Actor, NumpyActor, masked_log_probs
 from dl2_mesos.policy.dl2.slot import PS, WORKER, SlotContext
 from dl2_mesos.policy.dl2.step import Step

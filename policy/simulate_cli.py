@@ -160,8 +160,8 @@ def trace_source_preset(preset: str, opts: dict) -> str:
             raise click.UsageError(f"--{used[0].replace('_', '-')} needs --trace")
         return preset
     from dl2_mesos.policy.sim.augment import AugmentConfig
-    from dl2_mesos.policy.sim.config import trace_preset_name
-    from dl2_mesos.policy.sim.config import preset as get_preset
+    from dl2_mesos.policy.sim.settings import trace_preset_name
+    from dl2_mesos.policy.sim.settings import preset as get_preset
     from dl2_mesos.policy.sim.trace import read_trace, write_trace
 
     paths = []
@@ -363,8 +363,8 @@ def simulate(
     from tqdm import tqdm
 
     from dl2_mesos.policy.registry import make_policy, policy_names
-    from dl2_mesos.policy.sim.config import TraceConfig
-    from dl2_mesos.policy.sim.config import preset as get_preset
+    from dl2_mesos.policy.sim.settings import TraceConfig
+    from dl2_mesos.policy.sim.settings import preset as get_preset
     from dl2_mesos.policy.sim.load import format_loads, offered_load
     from dl2_mesos.policy.sim.simulator import run
     from dl2_mesos.policy.sim.trace import generate_trace, read_trace
@@ -514,8 +514,8 @@ def trace() -> None:
 @click.option("--output", "-o", type=click.Path(dir_okay=False), required=True, help="CSV file to write.")
 def trace_generate(preset, overrides, seed, output):
     """Generate a trace with the reference's arrival processes and job mix."""
-    from dl2_mesos.policy.sim.config import TraceConfig
-    from dl2_mesos.policy.sim.config import preset as get_preset
+    from dl2_mesos.policy.sim.settings import TraceConfig
+    from dl2_mesos.policy.sim.settings import preset as get_preset
     from dl2_mesos.policy.sim.trace import generate_trace, write_trace
 
     try:
@@ -593,7 +593,7 @@ def matrix(policies, seeds, points, quick, model_path, workers, max_slots, out, 
 
     from dl2_mesos.policy.registry import policy_names
     from dl2_mesos.policy.sim import matrix as mx
-    from dl2_mesos.policy.sim.config import PRESETS
+    from dl2_mesos.policy.sim.settings import PRESETS
 
     names = (
         [n.strip().lower() for n in policies.split(",") if n.strip()] if policies else mx.default_policies()
