@@ -87,11 +87,12 @@ def test_rollback_when_reward_drops(caplog):
     assert ol.info["baseline"] == 1.0
     before = ol.version
     with caplog.at_level(logging.WARNING):
-        for _ in range(3):  # clearly worse
+        for _ in range(9):  # clearly worse: one window makes it suspect, two more confirm
             a.record()
             ol.end_slot(0.1)
     assert ol.info["rollbacks"] and ol.info["rollbacks"][-1]["from"] > ol.info["rollbacks"][-1]["to"]
-    assert ol.version < before + 3
+    assert ol.info["rollbacks"][-1]["to"] == before - 1  # the model that decided the reference's last slot
+    assert ol.version == before - 1
     assert a.loaded and "rolling back" in caplog.text
     assert store.models()["current"] == ol.version
 
@@ -240,9 +241,12 @@ def _slot(ol, adapter, reward, jobs=None):
     """One slot as the core drives it: decision (begin_slot), then the reward at the next slot."""
     from types import SimpleNamespace
 
+    from dl2_mesos.jobs import JobSpec
+
     adapter.record()
     if jobs is not None:
-        ol.begin_slot(SimpleNamespace(jobs=[object()] * jobs), {})
+        spec = JobSpec(job_type="dssm", epochs=100.0)
+        ol.begin_slot(SimpleNamespace(jobs=[SimpleNamespace(spec=spec)] * jobs, slot_seconds=60.0), {})
     ol.end_slot(reward)
 
 
@@ -297,7 +301,7 @@ def test_rollback_restores_the_window_start_then_holds_it_frozen_for_a_window(ca
     for _ in range(3):
         _slot(ol, a, 1.0, jobs=2)
     with caplog.at_level(logging.WARNING):
-        for _ in range(6):  # the updates made it far worse
+        for _ in range(12):  # the updates made it far worse
             checkpoint = ol.info["checkpoint"]
             assert store.get_model(checkpoint) is not None  # kept although keep=4 versions are fewer
             _slot(ol, a, 0.05, jobs=2)
@@ -306,7 +310,7 @@ def test_rollback_restores_the_window_start_then_holds_it_frozen_for_a_window(ca
     assert "rolling back" in caplog.text
     rb = ol.info["rollbacks"][-1]
     assert rb["to"] == checkpoint and rb["from"] > checkpoint
-    assert "below 80% of the previous window's" in rb["reason"] and "standard error" in rb["reason"]
+    assert "below 80% of the reference window's" in rb["reason"] and "standard error" in rb["reason"]
     assert ol.version == checkpoint and a.weight == checkpoint - 1 and store.models()["current"] == checkpoint
     assert ol.describe()["probation"] is True
     # probation: the restored model is measured frozen for a window (no cascade of rollbacks)
@@ -315,4 +319,4 @@ def test_rollback_restores_the_window_start_then_holds_it_frozen_for_a_window(ca
     assert ol.version == checkpoint and ol.describe()["probation"] is True
     _slot(ol, a, 0.05, jobs=2)  # the window ends: it is the new reference, and learning resumes
     assert len(ol.info["rollbacks"]) == 1 and ol.describe()["probation"] is False
-    assert ol.version > checkpoint and ol.info["reference"] == [0.025] * 3
+    assert ol.version > checkpoint and len(set(ol.info["reference"])) == 1
