@@ -43,10 +43,10 @@ SUBMIT_PATH = "/api/v1/jobs"
 
 
 class _Learner(Protocol):
-    info: dict[str, Any]
-
     @property
     def version(self) -> int | None: ...
+
+    def describe(self) -> dict[str, Any]: ...
 
 
 class FrameworkMetrics:
@@ -229,7 +229,9 @@ class FrameworkMetrics:
         """The online learner after a slot: its model version, and rollbacks since the last call
         (the first call is the baseline, so a new leader does not count its predecessor's)."""
         self.model_version.set(learner.version or 0)
-        n = len(learner.info.get("rollbacks", []) or [])
+        # the learner's full record (its describe() shows the last few rollbacks only)
+        record = getattr(learner, "info", None)
+        n = len((record if isinstance(record, dict) else learner.describe()).get("rollbacks") or [])
         if self._rollbacks_seen is not None and n > self._rollbacks_seen:
             self.rollbacks.inc(n - self._rollbacks_seen)
         self._rollbacks_seen = n

@@ -391,3 +391,23 @@ def test_a_bad_deploy_environment_is_refused_clearly():
     env = {**replica_env(REPLICAS[0]), "DL2_ZK_TIMEOUT": "soon"}
     with pytest.raises(ConfigError, match="zk_timeout.*DL2_ZK_TIMEOUT"):
         load_config(EXAMPLE, env=env)
+
+
+def test_secrets_and_task_user_variables_agree_across_deploy_files():
+    """Issue #14: the shipped deployments once set the CLI's DL2_TOKEN while the framework read
+    DL2_API_TOKEN, and served the job API without a token. Every deployment names the variables
+    the framework reads, and the loader takes them."""
+    app = json.loads((DEPLOY / "marathon" / "dl2-framework.json").read_text())
+    unit_text = (DEPLOY / "systemd" / "dl2-framework@.service").read_text()
+    for replica in REPLICAS:
+        env = SERVICES[replica]["environment"]
+        assert {"DL2_API_TOKEN", "DL2_ZK_DIGEST"} <= set(env) and "DL2_TOKEN" not in env
+        assert env["DL2_TASK_USER"].endswith("nobody}") or env["DL2_TASK_USER"] == "nobody"
+    assert {"DL2_API_TOKEN", "DL2_ZK_DIGEST"} <= set(app["env"]) and "DL2_TOKEN" not in app["env"]
+    assert app["env"]["DL2_TASK_USER"] == "nobody"
+    assert "DL2_API_TOKEN=" in unit_text and "DL2_ZK_DIGEST=" in unit_text and "DL2_TOKEN" not in unit_text
+    cfg = load_config(EXAMPLE, env={"DL2_API_TOKEN": "t0k", "DL2_ZK_DIGEST": "u:p", "DL2_TASK_USER": "nobody"})
+    assert (cfg.api_token, cfg.zk_digest, cfg.task_user) == ("t0k", "u:p", "nobody")
+    assert load_config(EXAMPLE, env={}).task_user not in ("", "root")  # the file alone: never root
+    # the agents switch to that user (Mesos --switch_user)
+    assert SERVICES["mesos-agent-gpu"]["environment"]["MESOS_SWITCH_USER"] == "true"

@@ -166,6 +166,9 @@ class _Learner:
         self.info: dict = {"rollbacks": [{"from": 3, "to": 2, "reason": "old leader's"}]}
         self.version: int | None = 3
 
+    def describe(self) -> dict:
+        return {"rollbacks": self.info["rollbacks"][-10:]}
+
 
 def test_rollbacks_counted_from_the_learner_once():
     m = FrameworkMetrics()
@@ -178,6 +181,27 @@ def test_rollbacks_counted_from_the_learner_once():
     m.observe_learner(learner)
     assert value(m, "dl2_model_rollbacks_total") == 1
     assert value(m, "dl2_model_version") == 3
+
+
+def test_rollbacks_of_the_real_online_learner_are_counted():
+    from dl2_mesos.framework.kv import MemoryKV
+    from dl2_mesos.framework.online_learning import OnlineLearning
+    from dl2_mesos.framework.state_store import StateStore
+
+    from .test_online_learning import FakeAdapter
+
+    m = FrameworkMetrics()
+    adapter = FakeAdapter()
+    learner = OnlineLearning(StateStore(MemoryKV()), adapter, "fake", window=2, margin=0.2, keep=4)
+    learner.start()
+    m.observe_learner(learner)
+    for reward in (1.0, 1.0) + (0.1, 0.1) * 12:  # a baseline window, then every window far worse
+        adapter.record()
+        learner.end_slot(reward)
+        m.observe_learner(learner)
+    rollbacks = len(learner.info["rollbacks"])
+    assert rollbacks > 10 > len(learner.describe()["rollbacks"]) - 1  # more than describe() lists
+    assert value(m, "dl2_model_rollbacks_total") == rollbacks
 
 
 class _Backend:
