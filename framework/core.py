@@ -140,7 +140,7 @@ class SchedulerCore:
         self.epoch = float(meta["epoch"])
         self.last_slot = int(meta.get("last_slot", -1))
         self.book.restore()
-        self.metrics.observe_jobs(self.book.jobs.values())  # baseline: queue waits/JCTs observed once
+        self.metrics.start_term(self.book.jobs.values())  # baseline: queue waits/JCTs observed once
         store = self.store  # counted when scraped (the online learner may quarantine a model record later)
         self.metrics.quarantined_records.set_function(lambda: len(store.quarantined) + bool(store.quarantined_meta))
         self._slot_epochs = {j.job_id: j.epochs_done for j in self.book.active()}

@@ -143,11 +143,24 @@ class FrameworkMetrics:
         return generate_latest(self.registry)
 
     # -- derived series -------------------------------------------------------------------------
+    def start_term(self, jobs: Iterable[Any]) -> None:
+        """A leader term begins with ``jobs`` restored: they are the baseline (what another leader
+        saw meanwhile is not observed again here), and so is the learner's rollback record."""
+        self._waiting.clear()
+        self._unfinished.clear()
+        for job in jobs:
+            if not job.phase.terminal:
+                self._unfinished.add(job.job_id)
+                if JobPhase.RUNNING.value not in job.phase_times:
+                    self._waiting.add(job.job_id)
+        self._rollbacks_seen = None
+
     def observe_jobs(self, jobs: Iterable[Any]) -> None:
         """Look at jobs that changed (call before they are persisted, on the loop thread).
 
-        The first sight of a job is its baseline: a job restored by a new leader that already ran
-        (or ended) is not observed again, so each queue wait and JCT is observed once.
+        Each queue wait and JCT is observed once: a job first seen here (a submission, or a job
+        restored by :meth:`start_term`) is observed when it first runs (queue wait, unless it ran
+        before) and when it finishes (JCT).
         """
         for job in jobs:
             jid = job.job_id

@@ -100,6 +100,32 @@ def test_cancelled_job_has_no_jct_and_a_new_leader_does_not_observe_twice():
     assert value(m2, "dl2_job_completion_seconds_sum", job_type="resnet-50") == 37
 
 
+def test_a_replica_leading_again_does_not_observe_what_another_leader_saw():
+    from dl2_mesos.framework.core import SchedulerCore
+    from dl2_mesos.framework.state_store import StateStore
+
+    h = Harness(ScriptedPolicy())
+    m = h.core.metrics  # the replica's metrics outlive its leader terms
+    h.register()
+    job = h.submit(job_type="resnet-50")  # pending while this replica leads
+    # another replica leads meanwhile and runs the job (it observes the queue wait)
+    other = Harness(ScriptedPolicy(), kv=h.kv)
+    other.register()
+    other.offer(make_offer("a1"))
+    other.tick()
+    other.run_all(other.core.jobs[job.job_id])
+    assert value(other.core.metrics, "dl2_job_queue_wait_seconds_count", job_type="resnet-50") == 1
+    # this replica leads again: restores the running job; it sees it finish (JCT), not start
+    core = SchedulerCore(h.cfg, ScriptedPolicy(), StateStore(h.kv), clock=h.clock, metrics=m)
+    core.restore()
+    core.handle(ev.Registered(h.driver, "fw-1", "m:5050", False))
+    for t in core.jobs[job.job_id].live_tasks("worker"):
+        core.handle(status(t.task_id, "TASK_FINISHED", t.agent_id, uuid="f3"))
+    assert core.jobs[job.job_id].phase == JobPhase.FINISHED
+    assert value(m, "dl2_job_queue_wait_seconds_count", job_type="resnet-50") is None
+    assert value(m, "dl2_job_completion_seconds_count", job_type="resnet-50") == 1
+
+
 def test_rescale_phases_from_the_executors_report():
     policy = ScriptedPolicy()
     h = Harness(policy)
