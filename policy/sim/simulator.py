@@ -21,8 +21,8 @@ Semantics (the authors' prototype's, with explicit choices where it is silent or
   resume after being preempted -- is charged its restart cost that slot: it trains only
   ``slot_seconds - restart_seconds``. The first launch is free (no checkpoint to restore).
   Each such slot counts as one *rescale*. This bookkeeping (and ``slots_since_rescale``) is
-  :func:`dl2_mesos.slot_accounting.account_counts`, the framework's too. The cost is, in order of precedence, the job spec's
-  ``restart_seconds``, ``SimConfig.restart_seconds[type]``, ``JobType.restart_seconds``
+  :func:`dl2_mesos.slot_accounting.account_counts`, the framework's too. The cost is, in order
+  of precedence, the job spec's ``restart_seconds``, ``SimConfig.restart_seconds[type]``, ``JobType.restart_seconds``
   (60 s stop + 300 s restore); ``charge_restart_cost=False`` makes it 0. The value charged is
   what ``JobView.restart_cost_seconds`` shows the policy.
 * **Completion, fractional JCT** (the prototype's slot-index arithmetic
