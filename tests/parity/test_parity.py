@@ -12,7 +12,8 @@ and restart costs are scaled by the same factor (``SCALE``), so every quantity a
 
 Agreement by construction (one code path, so the test demands equality):
 
-* the job view a policy decides on, the placement, the reward and the rescale bookkeeping
+* the job view a policy decides on (compared slot by slot: slots run, slots since the last
+  rescale, rescales, counts), the placement, the reward and the rescale bookkeeping
   (``slots_since_rescale``, rescales, the restart rule) are the same functions
   (``dl2_mesos.slot_accounting``, ``dl2_mesos.placement``);
 * a job arrives in the first slot whose decision sees it on both paths: each job is submitted
@@ -112,12 +113,31 @@ class Run:
 
     allocations: dict[int, dict[str, tuple[int, int]]]
     jct: dict[str, float]
+    views: dict[int, dict[str, tuple[int, int, int, int, int]]]
     launch_lags: dict[str, list[float]] | None = None
     finish_lags: dict[str, float] | None = None
 
     @property
     def avg_jct(self) -> float:
         return sum(self.jct.values()) / len(self.jct)
+
+
+class ViewRecorder:
+    """Wraps a policy; records, per slot, what it saw of each job: (slots_run, slots_since_rescale,
+    rescales, PS, workers). Both paths must show a policy the same views (no train/serve skew)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.views: dict[int, dict[str, tuple[int, int, int, int, int]]] = {}
+
+    def __getattr__(self, name: str):  # name, net, ... of the wrapped policy
+        return getattr(self.inner, name)
+
+    def decide(self, state):
+        if state.jobs:
+            self.views[state.slot] = {j.job_id: (j.slots_run, j.slots_since_rescale, j.rescales, j.num_ps,
+                                                 j.num_workers) for j in state.jobs}
+        return self.inner.decide(state)
 
 
 def _nominal_arrivals() -> dict[str, float]:
@@ -135,7 +155,7 @@ def _finishes_inside_margins(sim: Simulator) -> None:
 def _simulate(policy_name: str, arrivals: dict[str, float]) -> tuple[Run, Simulator]:
     trace = tuple(TraceJob(name, arrivals[name], _spec(name, t, e, RESTART_SIM)) for name, t, _, e in TRACE)
     sim = Simulator(SimConfig(num_agents=2, slot_seconds=SIM_SLOT, max_slots=40), trace)
-    policy = make_policy(policy_name)
+    policy = ViewRecorder(make_policy(policy_name))
     allocations = {}
     state = sim.state()
     while not sim.done:
@@ -146,7 +166,7 @@ def _simulate(policy_name: str, arrivals: dict[str, float]) -> tuple[Run, Simula
         state = sim.state()
     metrics = sim.metrics(policy_name)
     assert all(r.finished for r in metrics.jobs)
-    return Run(allocations, {r.job_id: r.jct for r in metrics.jobs}), sim
+    return Run(allocations, {r.job_id: r.jct for r in metrics.jobs}, policy.views), sim
 
 
 @pytest.fixture
@@ -197,7 +217,13 @@ def _on_cluster(policy_name: str, cluster, zookeeper) -> tuple[Run, dict[str, fl
         "api": f"127.0.0.1:{port}", "api_token": TOKEN, "online_learning": False,
         "executor_command": executor_command(hub_port), "checkpoint_root": f"file://{work}/ckpt-{policy_name}",
     })
-    replica = Replica(cfg)
+    recorders: list[ViewRecorder] = []
+
+    def recorded_policy(c):
+        recorders.append(ViewRecorder(make_policy(c.policy)))
+        return recorders[-1]
+
+    replica = Replica(cfg, policy_factory=recorded_policy)
     runner = threading.Thread(target=replica.run, daemon=True)
     runner.start()
     api = f"http://127.0.0.1:{port}"
@@ -259,7 +285,9 @@ def _on_cluster(policy_name: str, cluster, zookeeper) -> tuple[Run, dict[str, fl
             launch_lags[name].append((e["at"] - start) % REAL_SLOT)
         else:
             finish_lags[name] = jobs[name]["phase_times"]["finished"] - e["at"]
-    return Run(allocations, jct, launch_lags, finish_lags), arrivals
+    views = {slot - slot0: {names[j]: v for j, v in seen.items()}
+             for recorder in recorders for slot, seen in recorder.views.items()}
+    return Run(allocations, jct, views, launch_lags, finish_lags), arrivals
 
 
 def _jct_bounds(simulated: Run, launch_lags: dict[str, list[float]],
@@ -328,6 +356,10 @@ def test_cluster_and_simulator_agree(policy_name, cluster, zookeeper):
     for n in sorted(simulated.jct):
         print(f"    {n}: {on_cluster.jct[n]:.0f} {simulated.jct[n]:.0f} -{bounds[n][0]:.0f}..+{bounds[n][1]:.0f}; "
               f"{[round(x, 3) for x in on_cluster.launch_lags[n]]} {on_cluster.finish_lags.get(n, 0):.3f}")
+    for s in sorted(set(on_cluster.views) | set(simulated.views)):
+        if on_cluster.views.get(s) != simulated.views.get(s):
+            print(f"  views differ at slot {s}: cluster {on_cluster.views.get(s)} simulator {simulated.views.get(s)}")
+    assert on_cluster.views == simulated.views, "the policy saw different job views (slots run / since rescale, rescales, counts)"
     assert len(same) == len(slots), "the allocation per job per slot differs"
     for n in simulated.jct:
         assert -bounds[n][0] <= on_cluster.jct[n] - simulated.jct[n] <= bounds[n][1], n
