@@ -1,6 +1,6 @@
 """Online learning under workload drift, live on the local cluster; and rollback on a bad update.
 
-    .venv/bin/python bench/online_drift.py                   # 40 jobs, 13 agents, 2 s slots (minutes)
+    .venv/bin/python bench/online_drift.py                   # 30 jobs, 8 agents, 2 s slots (about 10 min)
     .venv/bin/python bench/online_drift.py --jobs 20 --agents 6
 
 Three live runs of the same workload (:mod:`dl2_rigs.online_drift`: light executors whose jobs
@@ -32,13 +32,13 @@ def _fmt(v: float | None, unit: str = "s") -> str:
 
 
 @click.command("online-drift")
-@click.option("--jobs", default=40, show_default=True, type=click.IntRange(4, 400))
-@click.option("--agents", default=13, show_default=True, type=click.IntRange(1, 200))
+@click.option("--jobs", default=30, show_default=True, type=click.IntRange(4, 400))
+@click.option("--agents", default=8, show_default=True, type=click.IntRange(1, 200))
 @click.option("--slot", "slot_seconds", default=2.0, show_default=True, type=click.FloatRange(0.5, 60))
-@click.option("--window", default=10, show_default=True, type=click.IntRange(2, 100),
+@click.option("--window", default=8, show_default=True, type=click.IntRange(2, 100),
               help="Online window (slots per rollback check).")
 @click.option("--seed", default=101, show_default=True)
-@click.option("--timeout", default=600.0, show_default=True, help="Seconds per run.")
+@click.option("--timeout", default=240.0, show_default=True, help="Seconds per run.")
 @click.option("--skip-rollback", is_flag=True, help="Only the frozen/online comparison.")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False))
 def main(jobs: int, agents: int, slot_seconds: float, window: int, seed: int, timeout: float,

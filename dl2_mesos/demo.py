@@ -310,7 +310,10 @@ def comparison_lines(first: DemoResult, second: DemoResult) -> list[str]:
     avg_a, avg_b = first.avg_jct, second.avg_jct
     fin_a = sum(r["phase"] == "finished" for r in first.jobs)
     fin_b = sum(r["phase"] == "finished" for r in second.jobs)
-    fmt = (lambda v: "-" if v is None else f"{v:.1f}s")
+
+    def fmt(v: float | None) -> str:
+        return "-" if v is None else f"{v:.1f}s"
+
     lines.append(f"average JCT: {a} {fmt(avg_a)} ({fin_a}/{len(first.jobs)} finished, wall {first.wall_seconds:.0f}s)"
                  f" | {b} {fmt(avg_b)} ({fin_b}/{len(second.jobs)} finished, wall {second.wall_seconds:.0f}s)")
     if avg_a is not None and avg_b:
