@@ -24,7 +24,8 @@ Starting point of a slot (``DL2Config.start``):
   rest as it is, so a job whose counts the policy leaves alone is never restarted. Jobs are
   never shrunk by the policy: freed capacity comes from finishing jobs. This is what makes
   restarts (charged by the simulator, 6 minutes each by default) rare. Jobs that run nothing
-  (new arrivals) first get a starter bundle each, in the job order, while one fits.
+  (new arrivals) first get a starter bundle each, in the job order, while one fits; a job
+  started so cannot be shrunk or paused in the same slot (a start is a grow).
 * ``"zero"``: the reference's rule: every slot starts from nothing, every job first gets a
   starter bundle (1 PS + 1 worker) on the least-loaded agent if one fits, then the policy adds.
 
@@ -168,8 +169,11 @@ class SlotContext:
             # Starter (the reference's ASSIGN_BUNDLE, at the job's minimum size), in the job order,
             # for every job that has nothing yet: no job starves while capacity is free,
             # whatever the network does. All or nothing: nothing is booked for a job that
-            # cannot start.
-            self._start(i)
+            # cannot start. A start is a grow: the job cannot be paused again in this slot
+            # (a job moves one way per slot), so the network cannot hand the starter's room
+            # to a job that ranks after it.
+            if self._start(i):
+                self.dir[i] = _GROWN
         self._waiting = int(((self.ps == 0) & (self.w == 0)).sum())
         self._init_fit_counts()
         ps, w = self.ps.tolist(), self.w.tolist()
