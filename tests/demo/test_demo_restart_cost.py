@@ -1,0 +1,71 @@
+"""The restart cost the demo's jobs show the policy: in the slot units the model was trained on.
+
+Left to their type's default (60 s + 300 s, the paper's full-size GPU jobs), the demo's jobs would
+show the DL2 model a restart of 18 of the demo's 20 s slots; it was trained on 1200 s slots
+(restart / slot = 0.3) and its feature is clipped at 4, so every demo decision was taken on an
+input outside the training range (train/serve skew)."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner
+import pytest
+
+import dl2_mesos.demo as demo_mod
+from dl2_mesos.cluster import AgentView, ClusterState
+from dl2_mesos.jobs import JobSpec
+from dl2_mesos.policy.dl2.features import F_RESTART, static_job_features
+from dl2_mesos.resources import Resources
+from dl2_mesos.slot_accounting import RescaleLedger, job_view
+
+DEMO_SLOT_SECONDS = 20.0
+TRAINING_RESTART_PER_SLOT = 360.0 / 1200.0  # the job types' default on the simulator's default slot
+
+
+def _state(bodies: list[dict]) -> ClusterState:
+    views = tuple(job_view(f"j{i}", JobSpec.from_dict(b), slot=0, arrival_slot=0, arrival_time=0.0, epochs_done=0.0,
+                           num_ps=0, num_workers=0, ledger=RescaleLedger(0)) for i, b in enumerate(bodies))
+    cap = Resources(cpus=8, gpus=2, mem=16 * 1024)
+    agents = tuple(AgentView(f"a{k}", f"h{k}", cap, cap) for k in range(2))
+    return ClusterState(slot=0, slot_seconds=DEMO_SLOT_SECONDS, now=0.0, jobs=views, agents=agents, tasks=(), info={})
+
+
+def test_the_demo_default_slot_is_the_one_these_figures_assume():
+    assert demo_mod.DEFAULT_SLOT == "20s"
+
+
+def test_demo_jobs_show_a_restart_cost_within_the_models_training_range():
+    bodies = [demo_mod.job_request(jt, ep) for jt, ep, _ in demo_mod.WORKLOAD]
+    feature = static_job_features(_state(bodies))[:, F_RESTART]
+    assert feature.tolist() == pytest.approx([demo_mod.DEMO_RESTART_SECONDS / DEMO_SLOT_SECONDS] * len(bodies))
+    assert (feature <= 3 * TRAINING_RESTART_PER_SLOT).all()  # same order as in training, not clipped
+
+
+def test_without_a_declared_cost_the_demo_jobs_show_the_clipped_paper_default():
+    bodies = [demo_mod.job_request(jt, ep, restart_seconds=None) for jt, ep, _ in demo_mod.WORKLOAD]
+    assert all("restart_seconds" not in b for b in bodies)
+    feature = static_job_features(_state(bodies))[:, F_RESTART]
+    assert feature.tolist() == pytest.approx([4.0] * len(bodies))  # 360 s / 20 s = 18, clipped
+
+
+def test_job_request_is_a_valid_submission_body():
+    body = demo_mod.job_request("dssm", 12.0)
+    assert body == {"job_type": "dssm", "epochs": 12.0, "restart_seconds": demo_mod.DEMO_RESTART_SECONDS}
+    assert JobSpec.from_dict(body).restart_cost_seconds == demo_mod.DEMO_RESTART_SECONDS
+
+
+@pytest.mark.parametrize("args, expected", [
+    ([], demo_mod.DEMO_RESTART_SECONDS),
+    (["--restart-seconds", "12.5"], 12.5),
+    (["--paper-restart-costs"], None),
+])
+def test_cli_passes_the_restart_cost_to_every_run(monkeypatch, args, expected):
+    seen: list = []
+    monkeypatch.setattr(demo_mod, "run_comparison", lambda *a, **kw: seen.append(kw["restart_seconds"]))
+    out = CliRunner().invoke(demo_mod.demo, ["--compare", "drf", *args])
+    assert out.exit_code == 0, out.output
+    assert seen == [expected]
+
+
+def test_cli_rejects_a_negative_restart_cost():
+    out = CliRunner().invoke(demo_mod.demo, ["--restart-seconds", "-1"])
+    assert out.exit_code == 2 and "--restart-seconds" in out.output
