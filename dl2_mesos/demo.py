@@ -85,12 +85,41 @@ class DemoResult:
                 "status_url": self.status_url, "wall_seconds": self.wall_seconds}
 
 
-def job_request(job_type: str, epochs: float, restart_seconds: float | None = DEMO_RESTART_SECONDS) -> dict[str, Any]:
+#: batches per epoch of the reference program (its default)
+REFERENCE_BATCHES_PER_EPOCH = 50
+
+
+def table_sized_batches(job_type: str) -> int:
+    """Batches per epoch that make the reference program's epochs of ``job_type`` relate to the
+    other types' as the speed table's do at 1 PS + 1 worker (``--table-sized``).
+
+    Every demo job runs the same small MXNet program, so on this machine all types train at
+    about the same epochs/s, while the speed table the DL2 model learned from spans a factor of
+    17 between types. An epoch of a type the table finds k times slower than the geometric mean
+    of the types gets k times the reference program's batches.
+    """
+    import math
+
+    from dl2_mesos.job_types import all_job_types
+    from dl2_mesos.speed_model import default_speed_model
+
+    model = default_speed_model()
+    speeds = {t.name: model.epochs_per_second(t.name, 1, 1, True) for t in all_job_types()}
+    mean = math.exp(statistics.fmean(math.log(v) for v in speeds.values()))
+    return max(1, round(REFERENCE_BATCHES_PER_EPOCH * mean / speeds[job_type]))
+
+
+def job_request(job_type: str, epochs: float, restart_seconds: float | None = DEMO_RESTART_SECONDS,
+                table_sized: bool = False) -> dict[str, Any]:
     """The JSON body the demo submits for one job (``POST /api/v1/jobs``); every policy compared
-    gets the same bodies."""
+    gets the same bodies. ``table_sized``: the reference MXNet program with
+    :func:`table_sized_batches` batches per epoch instead of its default."""
     body: dict[str, Any] = {"job_type": job_type, "epochs": epochs}
     if restart_seconds is not None:
         body["restart_seconds"] = restart_seconds
+    if table_sized:
+        body["command"] = ["python", "-m", "dl2_mesos.programs.mxnet_mlp",
+                           "--batches-per-epoch", str(table_sized_batches(job_type))]
     return body
 
 
@@ -171,7 +200,7 @@ def run_demo(*, policy: str = "dl2", agents: int = DEFAULT_AGENTS, cpus: float =
              timeout: float = 900.0, workdir: str | None = None, keep_running: bool = False,
              echo: Any = click.echo, json_out: str | None = None,
              on_finished: Callable[[str], None] | None = None,
-             restart_seconds: float | None = DEMO_RESTART_SECONDS) -> DemoResult:
+             restart_seconds: float | None = DEMO_RESTART_SECONDS, table_sized: bool = False) -> DemoResult:
     """Run the demo and return what it measured (see the module docstring).
 
     ``on_finished(api_url)`` is called once every job has ended, while everything still runs
@@ -227,7 +256,8 @@ def run_demo(*, policy: str = "dl2", agents: int = DEFAULT_AGENTS, cpus: float =
         echo(f"framework ({policy} policy, {slot} slots): {api}  (log: {root / 'framework.log'})")
         echo("jobs declare a restart cost of " + (f"{restart_seconds:g} s" if restart_seconds is not None
                                                    else "their type's default (60 s + 300 s)")
-             + f"; the agents advertise {agents * cpus:g} cpus in all on {os.cpu_count()} real cores")
+             + f"; the agents advertise {agents * cpus:g} cpus in all on {os.cpu_count()} real cores"
+             + ("; epochs sized to the speed table" if table_sized else ""))
 
         workload = [(jt, max(1.0, round(ep * epochs_scale)), after * epochs_scale)
                     for jt, ep, after in (WORKLOAD[i % len(WORKLOAD)] for i in range(num_jobs))]
@@ -249,7 +279,7 @@ def run_demo(*, policy: str = "dl2", agents: int = DEFAULT_AGENTS, cpus: float =
             elapsed = time.monotonic() - start
             while pending and pending[0][0] <= elapsed:
                 _after, jt, ep = pending.pop(0)
-                r = requests.post(f"{api}/api/v1/jobs", json=job_request(jt, ep, restart_seconds), timeout=10)
+                r = requests.post(f"{api}/api/v1/jobs", json=job_request(jt, ep, restart_seconds, table_sized), timeout=10)
                 if r.status_code != 201:
                     raise click.ClickException(f"submit {jt} failed: {r.status_code} {r.text}")
                 submitted.append(r.json()["id"])
@@ -382,6 +412,9 @@ def run_comparison(policy: str, compare: str, *, echo: Any = click.echo, workdir
               help="Restart cost every job declares (the reference program's, measured here).")
 @click.option("--paper-restart-costs", is_flag=True,
               help="Declare none: jobs show their type's default (60 s + 300 s, paper section 5).")
+@click.option("--table-sized", is_flag=True,
+              help="Size each job's epoch (batches of the MXNet program) so the types' speeds relate as in "
+                   "the speed table the model learned from (on this machine they are all alike).")
 @click.option("--state", type=click.Choice(["auto", "zookeeper", "file"]), default="auto", show_default=True,
               help="auto: embedded ZooKeeper when Java and ZooKeeper are installed, else local files.")
 @click.option("--api-port", default=0, type=click.IntRange(0, 65535), help="Framework API/status page port.")
@@ -392,7 +425,7 @@ def run_comparison(policy: str, compare: str, *, echo: Any = click.echo, workdir
                    "never with --compare).")
 @click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False), help="Write the result here.")
 def demo(policy: str, compare: str | None, agents: int, cpus: float, gpus: int, mem: str, num_jobs: int,
-         epochs_scale: float, slot: str, restart_seconds: float, paper_restart_costs: bool, state: str,
+         epochs_scale: float, slot: str, restart_seconds: float, paper_restart_costs: bool, table_sized: bool, state: str,
          api_port: int, timeout: float, workdir: str | None, keep_running: bool | None,
          json_out: str | None) -> None:
     """Run the local-cluster demo: real training jobs scheduled by the DL2 policy."""
@@ -409,7 +442,7 @@ def demo(policy: str, compare: str | None, agents: int, cpus: float, gpus: int, 
     logging.getLogger("dl2_mesos.localmesos").setLevel(logging.ERROR)
     size = dict(agents=agents, cpus=cpus, gpus=gpus, mem=mem, num_jobs=num_jobs, epochs_scale=epochs_scale,
                 slot=slot, state=state, timeout=timeout,
-                restart_seconds=None if paper_restart_costs else restart_seconds)
+                restart_seconds=None if paper_restart_costs else restart_seconds, table_sized=table_sized)
     try:
         if compare is not None:
             run_comparison(policy, compare, workdir=workdir, api_port=api_port, json_out=json_out, **size)

@@ -69,3 +69,32 @@ def test_cli_passes_the_restart_cost_to_every_run(monkeypatch, args, expected):
 def test_cli_rejects_a_negative_restart_cost():
     out = CliRunner().invoke(demo_mod.demo, ["--restart-seconds", "-1"])
     assert out.exit_code == 2 and "--restart-seconds" in out.output
+
+
+def test_table_sized_epochs_relate_like_the_speed_table():
+    from dl2_mesos.speed_model import default_speed_model
+
+    model = default_speed_model()
+    table = {jt: model.epochs_per_second(jt, 1, 1, True) for jt, _, _ in demo_mod.WORKLOAD}
+    batches = {jt: demo_mod.table_sized_batches(jt) for jt in table}
+    # same program, same batches/s: epochs/s is 1 / batches per epoch, so the ratios must follow the table
+    for a in table:
+        for b in table:
+            assert batches[b] / batches[a] == pytest.approx(table[a] / table[b], rel=0.06), (a, b)
+    assert batches["vgg-16"] > 10 * batches["inception-bn"]  # the table's slowest vs fastest
+
+
+def test_table_sized_request_runs_the_reference_program_with_its_batches():
+    body = demo_mod.job_request("vgg-16", 10.0, table_sized=True)
+    spec = JobSpec.from_dict(body)
+    assert spec.command == ("python", "-m", "dl2_mesos.programs.mxnet_mlp", "--batches-per-epoch",
+                            str(demo_mod.table_sized_batches("vgg-16")))
+    assert "command" not in demo_mod.job_request("vgg-16", 10.0)  # default: the reference program as is
+
+
+def test_cli_passes_table_sized(monkeypatch):
+    seen: list = []
+    monkeypatch.setattr(demo_mod, "run_comparison", lambda *a, **kw: seen.append(kw["table_sized"]))
+    assert CliRunner().invoke(demo_mod.demo, ["--compare", "drf", "--table-sized"]).exit_code == 0
+    assert CliRunner().invoke(demo_mod.demo, ["--compare", "drf"]).exit_code == 0
+    assert seen == [True, False]
