@@ -16,7 +16,10 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from urllib.parse import quote
+
 from dl2_mesos.framework.history import RESCALE_PHASES
+from dl2_mesos.framework.human_time import duration
 
 MAX_FINISHED_JOBS = 50
 MAX_RESCALE_ROWS = 30
@@ -64,6 +67,21 @@ def _clock(ts: Any) -> str:
     if not isinstance(ts, (int, float)) or ts <= 0:
         return "–"
     return time.strftime("%H:%M:%S", time.localtime(ts))
+
+
+TIME_HEADERS = ("<th>submitted</th><th>started</th><th>finished</th><th class=n>queue wait</th>"
+                "<th class=n>JCT</th>")
+
+
+def _secs(x: Any) -> str:
+    return _e(duration(float(x))) if isinstance(x, (int, float)) and math.isfinite(x) else "–"
+
+
+def times_cells(j: dict[str, Any]) -> str:
+    """Submitted, started and finished clock times, queue wait and JCT of a job's view."""
+    return (f"<td>{_clock(j.get('submitted_at'))}</td><td>{_clock(j.get('started_at'))}</td>"
+            f"<td>{_clock(j.get('finished_at'))}</td><td class=n>{_secs(j.get('queue_wait_seconds'))}</td>"
+            f"<td class=n>{_secs(j.get('jct_seconds'))}</td>")
 
 
 def _pct(part: float, whole: float) -> float:
@@ -172,8 +190,12 @@ def _jobs_section(jobs: dict[str, dict[str, Any]], slots: Sequence[dict[str, Any
         else:
             spark = '<span class="muted">–</span>'
         name = j.get("name") or ""
+        why = j.get("pending_reason") if phase == "pending" else None
+        note = (f'<span class="why" title="{_e(why.get("code", ""))}">{_e(why.get("message", ""))}</span>'
+                if isinstance(why, dict) else _e(j.get("message", "")))
         rows.append(
-            f"<tr><td><code>{_e(jid)}</code>{'<br><span class=muted>' + _e(name) + '</span>' if name and name != jid else ''}</td>"
+            f"<tr><td><a href='/jobs/{_e(quote(jid, safe=''))}'><code>{_e(jid)}</code></a>"
+            f"{'<br><span class=muted>' + _e(name) + '</span>' if name and name != jid else ''}</td>"
             f"<td>{_e(j.get('job_type', ''))}</td>"
             f'<td><span class="badge b-{_e(phase)}">{_e(phase)}</span></td>'
             f"<td>{_bar(100.0 * prog)}{_num(j.get('epochs_done'))} / {_num(j.get('epochs'), '{:g}')}"
@@ -182,9 +204,10 @@ def _jobs_section(jobs: dict[str, dict[str, Any]], slots: Sequence[dict[str, Any
             f'<td style="white-space:nowrap">{spark}</td>'
             f"<td class=n>{_num(j.get('rescales'), '{:d}')}</td>"
             f"<td class=n>{_num(j.get('measured_epochs_per_second'), '{:.3f}')}</td>"
-            f'<td class="muted">{_e(j.get("message", ""))}</td></tr>'
+            + times_cells(j)
+            + f'<td class="{"" if why else "muted"}">{note}</td></tr>'
         )
-    body = "".join(rows) or '<tr><td colspan="10" class="muted">no jobs yet</td></tr>'
+    body = "".join(rows) or '<tr><td colspan="15" class="muted">no jobs yet</td></tr>'
     more = f'<p class="muted">{hidden} older ended jobs not shown (see /api/v1/jobs)</p>' if hidden else ""
     return (
         f'<section id="jobs"><h2>Jobs ({len(jobs)})</h2>'
@@ -192,12 +215,28 @@ def _jobs_section(jobs: dict[str, dict[str, Any]], slots: Sequence[dict[str, Any
         '<span><i class="sw" style="background:#fb8c00"></i>parameter servers (dashed)</span> per slot</p>'
         "<table><tr><th>job</th><th>type</th><th>state</th><th>progress (epochs)</th><th class=n>PS</th>"
         "<th class=n>workers</th><th>PS / workers over time</th><th class=n>rescales</th>"
-        f"<th class=n>epochs/s</th><th>message</th></tr>{body}</table>{more}</section>"
+        f"<th class=n>epochs/s</th>{TIME_HEADERS}<th>message / why pending</th></tr>{body}</table>{more}</section>"
     )
+
+
+def _capacity_note(cap: dict[str, Any]) -> str:
+    source = cap.get("source")
+    if source == "master":
+        note = (f"capacity: {len(cap.get('agents') or [])} agents in the master's agent list "
+                f"(<code>{_e(cap.get('master', ''))}/master/slaves</code>, read {_clock(cap.get('master_read_at'))})")
+    elif source == "offers":
+        note = ("capacity estimated from the agents seen in offers (what each offered at most plus dl2's tasks "
+                "there): a lower bound until the master's agent list is read")
+    else:
+        note = "no agent known yet"
+    if cap.get("master_error"):
+        note += f"; the master could not be asked: {_e(cap['master_error'])}"
+    return note
 
 
 def _utilisation_section(cluster: dict[str, Any], slots: Sequence[dict[str, Any]]) -> str:
     agents = cluster.get("agents") or []
+    cap = cluster.get("capacity") or {}
     if slots:
         util = slots[-1].get("utilisation") or {}
         alloc, known = util.get("allocated") or {}, util.get("known") or {}
@@ -206,32 +245,53 @@ def _utilisation_section(cluster: dict[str, Any], slots: Sequence[dict[str, Any]
         alloc = {k: sum(float((a.get("used_by_dl2") or {}).get(k, 0)) for a in agents) for k in RESOURCE_UNITS}
         known = {k: alloc[k] + sum(float((a.get("offered") or {}).get(k, 0)) for a in agents) for k in RESOURCE_UNITS}
         when = "now (no slot decided yet)"
+    total = cap.get("total") if cap.get("agents") else None
+    used_all = cap.get("used_all_frameworks")
     colours = {"cpus": "#1e88e5", "gpus": "#8e24aa", "mem": "#00897b"}
     cells = []
     for k, unit in RESOURCE_UNITS.items():
-        a, t = float(alloc.get(k, 0) or 0), float(known.get(k, 0) or 0)
-        hist = [_pct(float((r.get("utilisation") or {}).get("allocated", {}).get(k, 0)),
-                     float((r.get("utilisation") or {}).get("known", {}).get(k, 0))) for r in slots]
+        a, offered_known = float(alloc.get(k, 0) or 0), float(known.get(k, 0) or 0)
+        t = max(float(total.get(k, 0) or 0), offered_known) if total else offered_known
+        others = max(0.0, float(used_all.get(k, 0) or 0) - a) if used_all else None
+        hist = []
+        for r in slots:
+            u = r.get("utilisation") or {}
+            whole = (u.get("capacity") or u.get("known") or {}).get(k, 0)
+            hist.append(_pct(float((u.get("allocated") or {}).get(k, 0)), float(whole or 0)))
+        extra = f", {_num(others, '{:g}')} used by other frameworks" if others is not None else ""
         cells.append(
             f'<div class="kv"><b>{k}</b> {_bar(_pct(a, t), colours[k])}{_num(a, "{:g}")} of {_num(t, "{:g}")} {unit}'
-            f' <span class="muted">({_num(_pct(a, t), "{:.0f}")}% allocated, {_num(max(0.0, t - a), "{:g}")} offered free)</span>'
-            f"<br>{sparkline([(hist, colours[k])], width=260, height=36, ymax=100.0, title=f'{k} allocated / known, % per slot')}"
+            f' <span class="muted">({_num(_pct(a, t), "{:.0f}")}% allocated by dl2{extra}, '
+            f'{_num(max(0.0, offered_known - a), "{:g}")} offered free)</span>'
+            f"<br>{sparkline([(hist, colours[k])], width=260, height=36, ymax=100.0, title=f'{k} allocated / capacity, % per slot')}"
             f' <span class="muted">% over {len(hist)} slots</span></div>'
         )
-    rows = "".join(
-        f"<tr><td>{_e(a.get('hostname', ''))}<br><span class=muted>{_e(a.get('agent_id', ''))}</span></td>"
-        + "".join(f"<td class=n>{_num((a.get('used_by_dl2') or {}).get(k), '{:g}')}</td>" for k in RESOURCE_UNITS)
-        + "".join(f"<td class=n>{_num((a.get('offered') or {}).get(k), '{:g}')}</td>" for k in RESOURCE_UNITS)
-        + f"<td class=n>{len(a.get('tasks') or [])}</td></tr>"
-        for a in agents
-    ) or '<tr><td colspan="8" class="muted">no agent known (no offers held and no tasks running)</td></tr>'
+    totals = {x.get("agent_id"): x for x in cap.get("agents") or [] if isinstance(x, dict)}
+    rows_by_id = {a.get("agent_id"): a for a in agents}
+    rows = []
+    for aid in sorted(set(totals) | set(rows_by_id), key=str):
+        a = rows_by_id.get(aid) or {"agent_id": aid, "hostname": (totals.get(aid) or {}).get("hostname", "")}
+        tot = (totals.get(aid) or {}).get("total") or {}
+        rows.append(
+            f"<tr><td>{_e(a.get('hostname', ''))}<br><span class=muted>{_e(aid)}</span></td>"
+            + "".join(f"<td class=n>{_num(tot.get(k), '{:g}')}</td>" for k in RESOURCE_UNITS)
+            + "".join(f"<td class=n>{_num((a.get('used_by_dl2') or {}).get(k, 0 if aid in totals else None), '{:g}')}</td>"
+                      for k in RESOURCE_UNITS)
+            + "".join(f"<td class=n>{_num((a.get('offered') or {}).get(k), '{:g}')}</td>" for k in RESOURCE_UNITS)
+            + f"<td class=n>{len(a.get('tasks') or [])}</td></tr>")
+    body = "".join(rows) or '<tr><td colspan="11" class="muted">no agent known (no offers held and no tasks running)</td></tr>'
+    lost = cap.get("lost_agents") or []
+    lost_p = ("<p class='muted'>agents lost: " + ", ".join(
+        f"{_e(x.get('hostname') or x.get('agent_id'))} at {_clock(x.get('at'))}"
+        + (f" ({_e(', '.join(x.get('jobs') or []))} hit)" if x.get("jobs") else "") for x in lost) + "</p>") if lost else ""
     return (
-        f'<section id="utilisation"><h2>Cluster utilisation</h2><p class="muted">allocated by dl2 vs. known '
-        f"(held offers + dl2's tasks), {when}</p><div class='grid'>{''.join(cells)}</div>"
+        f'<section id="utilisation"><h2>Cluster utilisation</h2><p class="muted">allocated by dl2 vs. the '
+        f"cluster's capacity, {when}; {_capacity_note(cap)}</p><div class='grid'>{''.join(cells)}</div>"
         "<h3 style='font-size:14px;margin:10px 0 4px'>Agents now</h3>"
-        "<table><tr><th>agent</th><th class=n>cpus used</th><th class=n>gpus used</th><th class=n>mem used</th>"
+        "<table><tr><th>agent</th><th class=n>cpus</th><th class=n>gpus</th><th class=n>mem</th>"
+        "<th class=n>cpus used by dl2</th><th class=n>gpus used by dl2</th><th class=n>mem used by dl2</th>"
         "<th class=n>cpus offered</th><th class=n>gpus offered</th><th class=n>mem offered</th>"
-        f"<th class=n>tasks</th></tr>{rows}</table></section>"
+        f"<th class=n>tasks</th></tr>{body}</table>{lost_p}</section>"
     )
 
 
@@ -262,16 +322,56 @@ def _policy_section(policy: dict[str, Any], cluster: dict[str, Any], slots: Sequ
         f'<section id="policy"><h2>Policy</h2><div class="grid">{"".join(items)}</div>'
         f"<p>recent rewards (epochs trained / total epochs, summed per slot): "
         f"{sparkline([(rewards, '#6d4c41')], width=260, height=36, title='reward per slot')} "
-        f'<span class="muted">{recent}</span></p></section>'
+        f'<span class="muted">{recent}</span></p>{_rollbacks(policy, rollbacks)}</section>'
     )
 
 
+def _rollbacks(policy: dict[str, Any], rollbacks: Sequence[Any]) -> str:
+    """Each rollback with what triggered it, and what it means for the cluster."""
+    if not policy.get("learnable", policy.get("model_version") is not None):
+        return ""
+    window, margin = policy.get("window"), policy.get("rollback_margin")
+    rule = (f"the mean reward of the last {_e(window if window is not None else 'N')} slots fell below "
+            f"{_num(100 * (1 - margin), '{:.0f}') if isinstance(margin, (int, float)) else '(1 - margin) x'}% of "
+            "what the starting model achieved over its first slots")
+    meaning = (
+        "<p class='muted' id='rollback-explained'><b>Rollbacks</b> happen when " + rule + ": the online-updated "
+        "model is then replaced by the version before it, and the jobs keep running (only the next decisions "
+        "change). One now and then is not bad in itself: the reward also falls when the job mix changes (fewer "
+        "jobs, longer jobs, a full cluster), not only when the model got worse, and the rollback guards against "
+        "the latter. Many in a row mean the online updates do not help on this workload: keep the shipped model "
+        "(<code>--no-online-learning</code>) and look at the reward curve above.</p>")
+    if not rollbacks:
+        return meaning.replace("<p class='muted' id='rollback-explained'>",
+                               "<p class='muted' id='rollback-explained'>No rollback so far. ", 1)
+    rows = []
+    for rb in list(rollbacks)[::-1]:
+        if not isinstance(rb, dict):
+            continue
+        when = rb.get("at") or rb.get("time")
+        rows.append(f"<tr><td>{_clock(when) if when else '–'}</td><td class=n>{_e(rb.get('slot', '–'))}</td>"
+                    f"<td>{_e(rb.get('from'))} → {_e(rb.get('to'))}</td><td>{_e(rb.get('reason', ''))}</td></tr>")
+    return (meaning + "<table id='rollbacks'><tr><th>time</th><th class=n>slot</th><th>model version</th>"
+            f"<th>what triggered it</th></tr>{''.join(rows)}</table>")
+
+
 def _decisions_section(slots: Sequence[dict[str, Any]]) -> str:
-    recent = list(slots)[-MAX_DECISION_ROWS:][::-1]
     lat = [r.get("policy_seconds") for r in slots]
     lat_ms = [1000.0 * x if isinstance(x, (int, float)) else None for x in lat]
     rows = []
-    for r in recent:
+    for r in fold_unchanged(list(slots)[::-1])[:MAX_DECISION_ROWS]:
+        if isinstance(r, list):  # consecutive slots that changed nothing: one row
+            first, last = r[-1], r[0]
+            ms = [1000.0 * x["policy_seconds"] for x in r if isinstance(x.get("policy_seconds"), (int, float))]
+            rewards = [x["reward"] for x in r if isinstance(x.get("reward"), (int, float))]
+            rows.append(
+                f"<tr class='folded'><td class=n>{_e(first.get('slot'))}–{_e(last.get('slot'))}</td>"
+                f"<td>{_clock(first.get('at'))}–{_clock(last.get('at'))}</td>"
+                f"<td class=n>{_num(max(ms) if ms else None, '{:.1f}')} max</td><td class=n>–</td>"
+                f"<td class=n>{_num(sum(rewards) / len(rewards) if rewards else None, '{:.4f}')} avg</td>"
+                f"<td class=n>{len(last.get('jobs') or {})}</td>"
+                f'<td><span class="muted">no change in {len(r)} slots</span></td></tr>')
+            continue
         changes = r.get("changes") or []
         ch = "<br>".join(
             f"<code>{_e(c.get('job_id'))}</code> {_e(_counts(c.get('from')))} → {_e(_counts(c.get('to')))}"
@@ -291,6 +391,22 @@ def _decisions_section(slots: Sequence[dict[str, Any]]) -> str:
         "<table><tr><th class=n>slot</th><th>time</th><th class=n>policy ms</th><th class=n>round ms</th>"
         f"<th class=n>reward</th><th class=n>jobs</th><th>allocation changes (PS/workers)</th></tr>{body}</table></section>"
     )
+
+
+def fold_unchanged(slots: Sequence[dict[str, Any]]) -> list[Any]:
+    """Slot records in order, with every run of two or more consecutive records that changed no
+    allocation replaced by one list of them."""
+    out: list[Any] = []
+    run: list[dict[str, Any]] = []
+    for r in slots:
+        if not r.get("changes"):
+            run.append(r)
+            continue
+        out.extend([run] if len(run) > 1 else run)
+        run = []
+        out.append(r)
+    out.extend([run] if len(run) > 1 else run)
+    return out
 
 
 def _counts(pair: Any) -> str:
