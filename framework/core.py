@@ -32,6 +32,7 @@ from dl2_mesos.errors import Dl2Error, MessageSchemaError
 from dl2_mesos.jobs import JobPhase, JobSpec
 from dl2_mesos.messages import CheckpointReport, ProgressReport, RescaleReport, ResourceUsage, decode_b64
 from dl2_mesos.policy_api import Policy
+from dl2_mesos.resources import Resources
 from dl2_mesos.framework import events as ev
 from dl2_mesos.framework import slot_planner
 from dl2_mesos.framework.cluster_capacity import CapacityBook
@@ -43,7 +44,7 @@ from dl2_mesos.framework.kv import StaleVersion, StoreUnavailable
 from dl2_mesos.framework.launcher import Launcher
 from dl2_mesos.framework.metrics import FrameworkMetrics
 from dl2_mesos.framework.mesos_outbox import MesosOutbox
-from dl2_mesos.framework.offer_book import OfferBook, offer_id
+from dl2_mesos.framework.offer_book import OfferBook, agent_id_of, offer_id, parse_resources
 from dl2_mesos.framework.pending_reasons import explain_slot
 from dl2_mesos.framework.records import (TERMINAL_TASK_STATES, FrameworkJob, IdempotencyConflict, job_id_of_task,
                                          spec_digest)
@@ -243,6 +244,8 @@ class SchedulerCore:
                 self.outbox.decline([offer_id(o)], "suspended")
                 continue
             self.offers.add(o, now)
+            self.capacity.observe(agent_id_of(o), o.get("hostname", ""), parse_resources(o.get("resources", []))[0],
+                                  Resources())
         self._launch_ready(now)
 
     def _on_rescinded(self, e: ev.OfferRescinded) -> None:

@@ -59,13 +59,6 @@ def _fit_count(free: dict[str, Resources], demand: Resources, n: int) -> int:
     return placed
 
 
-def _short_resource(demand: Resources, free: Mapping[str, Resources]) -> str:
-    """The resource most in the way of one task of ``demand`` (what the roomiest agent lacks)."""
-    best = max(free.values(), key=lambda f: sum(getattr(demand, k) <= getattr(f, k) + 1e-9 for k in UNITS),
-               default=Resources())
-    return next((k for k in UNITS if getattr(demand, k) > getattr(best, k) + 1e-9), "cpus")
-
-
 def explain_slot(state: ClusterState, allocation: Allocation, placement: PlacementPlan) -> dict[str, dict[str, str]]:
     """For every job of ``state`` that the slot leaves without tasks: why (see the module doc)."""
     out: dict[str, dict[str, str]] = {}
@@ -112,14 +105,16 @@ def _capacity_reason(slot: int, spec: JobSpec, num_ps: int, num_workers: int,
             f"{got_w} worker{'s' if got_w != 1 else ''} of {fmt(spec.worker)} fit in what was free, "
             f"and it needs at least {spec.min_workers}")
     role, demand = ("PS", spec.ps) if got_ps < spec.min_ps else ("worker", spec.worker)
-    res = _short_resource(demand, leftover)
-    largest = max((getattr(f, res) for f in leftover.values()), default=0.0)
-    unit = UNITS[res]
-    return reason(
-        "waiting_for_capacity", f"needs {getattr(demand, res):g} {res}/{role.lower()}, free {max(0.0, largest):g}",
-        f"waiting for capacity: the policy gave it {asked} at slot {slot}; a {role} needs "
-        f"{fmt(demand)}, but at most {max(0.0, largest):g} {unit} of {res} was free on one agent "
-        f"({fmt(total)} free in all, in held offers after the other jobs' tasks)")
+    most = {k: max([max(0.0, getattr(f, k)) for f in leftover.values()] + [0.0]) for k in UNITS}
+    lacking = [k for k in UNITS if getattr(demand, k) > most[k] + 1e-9]
+    head = f"waiting for capacity: the policy gave it {asked} at slot {slot}; a {role} needs {fmt(demand)}, but "
+    tail = f" ({fmt(total)} free in all, in held offers after the other jobs' tasks)"
+    if lacking:
+        res = lacking[0]
+        return reason("waiting_for_capacity", f"needs {getattr(demand, res):g} {res}/{role.lower()}, free {most[res]:g}",
+                      f"{head}at most {most[res]:g} {UNITS[res]} of {res} was free on one agent{tail}")
+    return reason("waiting_for_capacity", f"no agent has a {role.lower()}'s {fmt(demand)} free at once",
+                  f"{head}no agent had all of it free at once (most free on one agent: {fmt(most)}){tail}")
 
 
 # -- between decisions --------------------------------------------------------------------------
@@ -167,7 +162,7 @@ def pending_reason(job: Mapping[str, Any], *, cluster: Mapping[str, Any], transi
     noted = (decision.get("waiting") or {}).get(job.get("id"))
     gone = lost.get(str(job.get("id")))
     ran_since = float((job.get("phase_times") or {}).get("running", 0.0))
-    if gone is not None and gone[1] > ran_since and gone[1] >= decided_at:
+    if gone is not None and gone[1] >= ran_since and gone[1] >= decided_at:
         return reason("agent_lost", f"agent {gone[0]} lost",
                       f"its agent {gone[0]} was lost at {_clock(gone[1])}; the job is placed again at the next slot "
                       f"(from its last checkpoint)")
@@ -178,7 +173,7 @@ def pending_reason(job: Mapping[str, Any], *, cluster: Mapping[str, Any], transi
                       f"back in the queue at {_clock(entered)} ({message}); it is placed again at the next slot")
     if noted is not None and decided_at >= float(job.get("submitted_at") or 0.0):
         out = dict(noted)
-        if gone is not None and gone[1] > ran_since:
+        if gone is not None and gone[1] >= ran_since:
             out["message"] += f" (its agent {gone[0]} was lost at {_clock(gone[1])})"
         return out
     if not agents_known:
