@@ -93,7 +93,10 @@ def render_job_page(job: dict[str, Any], view: dict[str, Any], *, refresh_second
                 f"{_e(why.get('message', ''))}</p></section>") if isinstance(why, dict) else ""
     slot_nos, epochs, workers, ps = _progress_series(jid, slots)
     top = max([v for v in workers + ps if isinstance(v, (int, float))] + [1])
-    span = f"slots {_e(slot_nos[0])}–{_e(slot_nos[-1])}" if slot_nos else "no slot recorded yet"
+    done = [e for e in epochs if isinstance(e, (int, float))]
+    span = (f"{_num(done[0] if done else None)} → {_num(done[-1] if done else None)} of "
+            f"{_num(job.get('epochs'), '{:g}')} epochs over slots {_e(slot_nos[0])}–{_e(slot_nos[-1])}"
+            if slot_nos else "no slot recorded yet")
     spec = job.get("spec") or {}
     refresh = f"<meta http-equiv='refresh' content='{int(refresh_seconds)}'>" if refresh_seconds > 0 else ""
     return (
@@ -112,13 +115,13 @@ def render_job_page(job: dict[str, Any], view: dict[str, Any], *, refresh_second
         f"<div class='kv'><b>rescales</b> {_e(job.get('rescales'))}, <b>restarts</b> {_e(job.get('restart_count'))}</div>"
         f"<div class='kv'><b>epochs/s</b> {_num(job.get('measured_epochs_per_second'), '{:.3f}')}</div>"
         "</div><table style='margin-top:8px'><tr>" + TIME_HEADERS + "</tr><tr>" + times_cells(job) + "</tr></table>"
-        f"<p class='muted'>{_e(job.get('message', ''))}</p></section>"
+        + (f"<p class='muted'>last message: {_e(job['message'])}</p>" if job.get("message") else "") + "</section>"
         + why_html
         + "<section id='progress'><h2>Progress</h2><p>epochs done per slot: "
         + sparkline([(epochs, "#43a047")], width=420, height=60, ymax=float(job.get("epochs") or 0) or None,
                     title=f"{jid}: epochs done per slot")
         + f" <span class='muted'>{span}</span></p><p>workers (blue) and PS (orange, dashed) per slot: "
-        + sparkline([(workers, "#1e88e5"), (ps, "#fb8c00", True)], width=420, height=60, ymax=top, step=True,
+        + sparkline([(workers, "#1e88e5"), (ps, "#fb8c00", True)], width=420, height=60, ymax=1.2 * top, step=True,
                     title=f"{jid}: workers and PS per slot")
         + f" <span class='muted'>max {_e(top)}</span></p></section>"
         + _tasks_table(job)

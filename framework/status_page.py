@@ -44,7 +44,7 @@ td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}.muted{color:#78909
 vertical-align:middle;margin-right:6px}.bar span{display:block;height:100%;background:#43a047}
 .grid{display:flex;flex-wrap:wrap;gap:10px 28px}.kv b{font-weight:600}.legend span{margin-right:12px}
 .sw{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:4px;vertical-align:middle}
-svg{vertical-align:middle}code{white-space:nowrap}footer{padding:0 20px 16px;font-size:12px;color:#78909c}
+svg{vertical-align:middle}code{white-space:nowrap}td.why{min-width:260px}footer{padding:0 20px 16px;font-size:12px;color:#78909c}
 """
 
 
@@ -205,7 +205,7 @@ def _jobs_section(jobs: dict[str, dict[str, Any]], slots: Sequence[dict[str, Any
             f"<td class=n>{_num(j.get('rescales'), '{:d}')}</td>"
             f"<td class=n>{_num(j.get('measured_epochs_per_second'), '{:.3f}')}</td>"
             + times_cells(j)
-            + f'<td class="{"" if why else "muted"}">{note}</td></tr>'
+            + f'<td class="{"why" if why else "muted"}">{note}</td></tr>'
         )
     body = "".join(rows) or '<tr><td colspan="15" class="muted">no jobs yet</td></tr>'
     more = f'<p class="muted">{hidden} older ended jobs not shown (see /api/v1/jobs)</p>' if hidden else ""
@@ -465,7 +465,7 @@ def render_status_page(view: dict[str, Any], health: dict[str, Any] | None = Non
         f"{'registered' if cluster.get('registered') else 'not registered'}"
         f"{' · suspended' if cluster.get('suspended') else ''} · slot {_e(cluster.get('slot', '–'))} "
         f"({_num(cluster.get('slot_seconds'), '{:g}')} s) · policy {_e(cluster.get('policy') or policy.get('name') or '?')}"
-        f" · {_plural(len(cluster.get('agents') or []), 'agent')} held now · {summary} · "
+        f" · {_agents_summary(cluster)} · {summary} · "
         "<a href='/docs'>API</a> · <a href='/api/v1/history'>history JSON</a> · <a href='/metrics'>metrics</a>"
         "</span></header><main>"
         + _jobs_section(jobs, slots)
@@ -477,6 +477,16 @@ def render_status_page(view: dict[str, Any], health: dict[str, Any] | None = Non
         f"{'refreshes every ' + str(int(refresh_seconds)) + ' s; ' if refresh_seconds > 0 else ''}"
         f"history keeps the last {_e(history.get('max_slots', '–'))} slots</footer></body></html>"
     )
+
+
+def _agents_summary(cluster: dict[str, Any]) -> str:
+    cap = cluster.get("capacity") or {}
+    known = cap.get("agents") or []
+    if not known:
+        return f"{_plural(len(cluster.get('agents') or []), 'agent')} held now"
+    total = cap.get("total") or {}
+    return (f"{_plural(len(known), 'agent')} ({_num(total.get('cpus'), '{:g}')} cpus, "
+            f"{_num(total.get('gpus'), '{:g}')} gpus{', from the master' if cap.get('source') == 'master' else ''})")
 
 
 def render_standby_page(leader_url: str | None) -> str:
