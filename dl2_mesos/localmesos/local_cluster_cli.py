@@ -115,7 +115,7 @@ async def run_until_signalled(config: ClusterConfig, ready_file: str | None, ech
 # and dssm, and the framework refuses the other types at submit)
 @click.option("--cpus", default=8.0, show_default=True, type=click.FloatRange(0), help="CPUs per agent.")
 @click.option("--gpus", default=2, show_default=True, type=click.IntRange(0),
-              help="GPUs per agent (accounted resources; jobs run on CPU where the host has no GPU).")
+              help="GPUs per agent (accounted resources, handed to tasks as CUDA_VISIBLE_DEVICES indices).")
 @click.option("--mem", default="48GiB", show_default=True, help="Memory per agent (e.g. 16GiB, 4096MiB).")
 @click.option("--disk", default="64GiB", show_default=True, help="Disk per agent.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
