@@ -87,7 +87,8 @@ def render_job_page(job: dict[str, Any], view: dict[str, Any], *, refresh_second
     slots = history.get("slots") or []
     jid = str(job.get("id", ""))
     phase = str(job.get("phase", "?"))
-    prog = job.get("progress") if isinstance(job.get("progress"), (int, float)) else 0.0
+    given = job.get("progress")
+    prog = float(given) if isinstance(given, (int, float)) else 0.0
     why = job.get("pending_reason")
     why_html = (f"<section id='pending-reason'><h2>Why it is pending</h2><p><b>{_e(why.get('code', ''))}</b>: "
                 f"{_e(why.get('message', ''))}</p></section>") if isinstance(why, dict) else ""

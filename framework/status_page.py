@@ -270,15 +270,15 @@ def _utilisation_section(cluster: dict[str, Any], slots: Sequence[dict[str, Any]
     rows_by_id = {a.get("agent_id"): a for a in agents}
     rows = []
     for aid in sorted(set(totals) | set(rows_by_id), key=str):
-        a = rows_by_id.get(aid) or {"agent_id": aid, "hostname": (totals.get(aid) or {}).get("hostname", "")}
+        row = rows_by_id.get(aid) or {"agent_id": aid, "hostname": (totals.get(aid) or {}).get("hostname", "")}
         tot = (totals.get(aid) or {}).get("total") or {}
         rows.append(
-            f"<tr><td>{_e(a.get('hostname', ''))}<br><span class=muted>{_e(aid)}</span></td>"
+            f"<tr><td>{_e(row.get('hostname', ''))}<br><span class=muted>{_e(aid)}</span></td>"
             + "".join(f"<td class=n>{_num(tot.get(k), '{:g}')}</td>" for k in RESOURCE_UNITS)
-            + "".join(f"<td class=n>{_num((a.get('used_by_dl2') or {}).get(k, 0 if aid in totals else None), '{:g}')}</td>"
+            + "".join(f"<td class=n>{_num((row.get('used_by_dl2') or {}).get(k, 0 if aid in totals else None), '{:g}')}</td>"
                       for k in RESOURCE_UNITS)
-            + "".join(f"<td class=n>{_num((a.get('offered') or {}).get(k), '{:g}')}</td>" for k in RESOURCE_UNITS)
-            + f"<td class=n>{len(a.get('tasks') or [])}</td></tr>")
+            + "".join(f"<td class=n>{_num((row.get('offered') or {}).get(k), '{:g}')}</td>" for k in RESOURCE_UNITS)
+            + f"<td class=n>{len(row.get('tasks') or [])}</td></tr>")
     body = "".join(rows) or '<tr><td colspan="11" class="muted">no agent known (no offers held and no tasks running)</td></tr>'
     lost = cap.get("lost_agents") or []
     lost_p = ("<p class='muted'>agents lost: " + ", ".join(
