@@ -192,9 +192,16 @@ def submission_refusal(spec: JobSpec, cluster: Mapping[str, Any]) -> dict[str, A
     ``executor_overhead``). With no agent known yet (a framework that just started has seen no
     offer and may not have read the master's agent list) the job is accepted: agents may still
     register, and refusing then would turn every submission made at start-up into an error. Such
-    a job shows the reason ``no_agents``, or ``fits_no_agent`` once agents are known.
+    a job shows the reason ``no_agents``, or ``fits_no_agent`` once agents are known. Only the
+    master's agent list can refuse a job (see the comment below).
     """
-    agents = agents_of(cluster.get("capacity"))
+    capacity = cluster.get("capacity") or {}
+    if capacity.get("source") != "master":
+        # agents seen only in offers: their capacities are lower bounds (another framework may hold
+        # the rest), so they can show that a job fits but never that it cannot; such a job waits
+        # with the reason ``fits_no_agent`` instead
+        return None
+    agents = agents_of(capacity)
     if not agents:
         return None
     over = cluster.get("executor_overhead") or {}

@@ -109,6 +109,9 @@ def _job_view(job: Any, cluster: Mapping[str, Any], pending: Mapping[str, Any], 
     unfit = ctx["unfit"]
     if key not in unfit:  # one check per distinct demand, not per job
         unfit[key] = unfit_reason(spec, ctx["agents"], ctx["overhead"])
+        if unfit[key] is not None and ctx["estimated"]:
+            unfit[key] = {**unfit[key], "error": unfit[key]["error"] + " (as far as offers show: the master's agent "
+                          "list has not been read, so agents may be larger)"}
     out["pending_reason"] = pending_reason(out, cluster=cluster, transition=pending.get(job.job_id),
                                            unfit=unfit[key], agents_known=bool(ctx["agents"]), lost=ctx["lost"],
                                            now=now)
@@ -125,5 +128,5 @@ def _reason_context(cluster: Mapping[str, Any], capacity: CapacityBook | None,
             for jid in hit:
                 if jid not in lost or lost[jid][1] < at:
                     lost[jid] = (host, at)
-    return {"agents": agents_of(cap), "lost": lost, "unfit": {},
+    return {"agents": agents_of(cap), "lost": lost, "unfit": {}, "estimated": (cap or {}).get("source") != "master",
             "overhead": Resources(float(over.get("cpus", 0) or 0), 0.0, float(over.get("mem", 0) or 0))}

@@ -112,6 +112,10 @@ def test_a_job_no_known_agent_can_hold_waits_with_that_reason():
     job = h.submit()  # accepted through the core (the API refuses it, see below): a worker needs a GPU
     r = _reason(h, job.job_id)
     assert r["code"] == "fits_no_agent" and r["short"] == "fits no agent (gpus)"
+    assert "as far as offers show" in r["message"]  # only seen in offers: a lower bound
+    h.core.handle(ev.AgentInventory("m:5050", (AgentCapacity("a1", "a1.host", Resources(8, 0, 49152)),), ""))
+    r = _reason(h, job.job_id)
+    assert r["code"] == "fits_no_agent" and "as far as offers show" not in r["message"]
 
 
 def test_submitted_after_the_decision_waits_for_the_next_slot():
@@ -246,6 +250,13 @@ def test_executor_overhead_counts_and_no_agent_known_accepts():
     assert TestClient(create_app(_Backend(exact))).post("/api/v1/jobs", json=job).status_code == 201
     r = TestClient(create_app(_Backend(exact, overhead=0.1))).post("/api/v1/jobs", json=job)
     assert r.status_code == 422 and "for the executor" in r.json()["error"]
+    # agents seen only in offers are lower bounds: they never refuse a job
+    estimated = _Backend(None)
+    book = CapacityBook()
+    book.observe("a1", "h", Resources(2, 0, 100), Resources())
+    estimated.cluster["capacity"] = book.snapshot()
+    assert TestClient(create_app(estimated)).post(
+        "/api/v1/jobs", json={"job_type": "dssm", "epochs": 1, "worker": {"cpus": 4, "mem": 1}}).status_code == 201
     # a framework that knows no agent yet accepts (agents may still register)
     assert TestClient(create_app(_Backend(None))).post(
         "/api/v1/jobs", json={"job_type": "resnet-50", "epochs": 1, "worker": {"cpus": 1, "gpus": 99, "mem": 1}}
@@ -270,8 +281,8 @@ def test_hostile_and_odd_specs_get_a_clear_422_and_store_nothing(body):
 
 def test_odd_capacity_entries_never_break_a_submission():
     backend = _Backend(None)
-    backend.cluster["capacity"] = {"agents": [None, "x", {"agent_id": 3, "total": {"cpus": "many"}},
-                                              {"agent_id": "a", "total": None}]}
+    backend.cluster["capacity"] = {"source": "master", "agents": [None, "x", {"agent_id": 3, "total": {"cpus": "many"}},
+                                                                  {"agent_id": "a", "total": None}]}
     r = TestClient(create_app(backend)).post("/api/v1/jobs", json={"job_type": "dssm", "epochs": 1})
     assert r.status_code == 422 and "fits no agent" == r.json()["rule"]  # the known agents hold nothing
 
