@@ -44,7 +44,7 @@ td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}.muted{color:#78909
 vertical-align:middle;margin-right:6px}.bar span{display:block;height:100%;background:#43a047}
 .grid{display:flex;flex-wrap:wrap;gap:10px 28px}.kv b{font-weight:600}.legend span{margin-right:12px}
 .sw{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:4px;vertical-align:middle}
-svg{vertical-align:middle}code{white-space:nowrap}td.why{min-width:260px}footer{padding:0 20px 16px;font-size:12px;color:#78909c}
+svg{vertical-align:middle}code{white-space:nowrap}td.why{min-width:200px}footer{padding:0 20px 16px;font-size:12px;color:#78909c}
 """
 
 

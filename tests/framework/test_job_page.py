@@ -165,3 +165,34 @@ def test_local_cluster_default_agents_hold_every_job_type():
         assert unfit_reason(spec, agents, Resources(0.1, 0, 32)) is None, jt.name
         # a worker and a PS together fit one agent (placement co-locates them as a bundle)
         assert (spec.worker + spec.ps + Resources(0.1, 0, 32)).fits_in(agents[0][2]), jt.name
+
+
+def test_rollbacks_and_folded_rows_in_a_real_browser(tmp_path):
+    """The rendered page (rollbacks, folded rows, capacity, reasons) as Chromium shows it."""
+    from pathlib import Path
+
+    import pytest
+
+    from ..demo.test_demo import ARTIFACTS, CHROMIUM, _screenshot
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail("chromium is not installed: run `bash scripts/install_services.sh` (CI does)")
+    h = History()
+    for s in range(1, 7):
+        h.record_slot(_state(s, {"j1": (1, 1, float(s))}), {**_decision(s, {"j1": [1, 1]}), "capacity": _capacity()["total"]})
+    h.record_slot(_state(7, {"j1": (1, 1, 7.0)}), {**_decision(7, {"j1": [1, 2]}), "capacity": _capacity()["total"]})
+    waiting = {**_job("j2", "pending"), "submitted_at": T0, "phase_times": {"pending": T0},
+               "pending_reason": {"code": "below_minimum", "short": "s",
+                                  "message": "cannot reach its minimum workers: only 1 worker fits, it needs 2"}}
+    policy = {"name": "dl2", "online_learning": True, "learnable": True, "model_version": 3, "history": [1, 3],
+              "window": 10, "rollback_margin": 0.2, "recent_rewards": [0.05, 0.01],
+              "rollbacks": [{"from": 4, "to": 3, "reason": "mean reward 0.0100 over the last 10 slots is below 80% "
+                             "of the starting model's 0.0500"}]}
+    view = _view(h, {"j1": _full_job(), "j2": {**waiting, **job_times(waiting, T0 + 90)}}, policy=policy)
+    view["cluster"]["capacity"] = _capacity(used_cpus=2.0)
+    page = tmp_path / "status.html"
+    page.write_text(render_status_page(view, refresh_seconds=0))
+    text = " ".join(_screenshot(page.as_uri(), ARTIFACTS / "status-page-rollbacks.png").split())
+    assert "no change in 6 slots" in text and "4 → 3" in text and "what triggered it" in text
+    assert "not bad in itself" in text and "of 24 cpus" in text
+    assert "cannot reach its minimum workers" in text
