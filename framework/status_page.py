@@ -213,9 +213,9 @@ def _jobs_section(jobs: dict[str, dict[str, Any]], slots: Sequence[dict[str, Any
         f'<section id="jobs"><h2>Jobs ({len(jobs)})</h2>'
         '<p class="legend muted"><span><i class="sw" style="background:#1e88e5"></i>workers</span>'
         '<span><i class="sw" style="background:#fb8c00"></i>parameter servers (dashed)</span> per slot</p>'
-        "<table><tr><th>job</th><th>type</th><th>state</th><th>progress (epochs)</th><th class=n>PS</th>"
+        "<div style='overflow-x:auto'><table><tr><th>job</th><th>type</th><th>state</th><th>progress (epochs)</th><th class=n>PS</th>"
         "<th class=n>workers</th><th>PS / workers over time</th><th class=n>rescales</th>"
-        f"<th class=n>epochs/s</th>{TIME_HEADERS}<th>message / why pending</th></tr>{body}</table>{more}</section>"
+        f"<th class=n>epochs/s</th>{TIME_HEADERS}<th>message / why pending</th></tr>{body}</table></div>{more}</section>"
     )
 
 
