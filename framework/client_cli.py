@@ -197,7 +197,9 @@ def _reason(job: dict[str, Any]) -> str:
     if job.get("phase") != "pending":
         return ""
     why = job.get("pending_reason")
-    return str(why.get("short") or why.get("code") or "-") if isinstance(why, dict) else "-"
+    text = str(why.get("short") or why.get("code") or "-") if isinstance(why, dict) else "-"
+    # a reason may quote an agent's status message: no terminal control sequences reach the screen
+    return "".join(c if c.isprintable() else "?" for c in text)
 
 
 @click.command("job")

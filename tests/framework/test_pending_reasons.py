@@ -292,3 +292,16 @@ def test_unfit_reason_names_a_ps_that_fits_nowhere():
     why = unfit_reason(spec, [("a", "h", Resources(8, 0, 1000))], Resources())
     assert why["field"] == "ps.mem" and "one ps" in why["error"]
     assert unfit_reason(spec, [], Resources()) is None
+
+
+def test_cli_reason_column_prints_no_control_sequences(monkeypatch):
+    from click.testing import CliRunner
+
+    from dl2_mesos.framework import client_cli
+
+    job = {"id": "j1", "job_type": "dssm", "phase": "pending", "epochs": 1, "epochs_done": 0, "num_ps": 0,
+           "num_workers": 0, "submitted_at": 1.0, "phase_times": {},
+           "pending_reason": {"code": "requeued", "short": "requeued: \x1b[2J\x1b]0;pwned\x07 oom", "message": ""}}
+    monkeypatch.setattr(client_cli, "_call", lambda *a, **k: {"jobs": [job], "next_cursor": None})
+    out = CliRunner().invoke(client_cli.jobs, []).output
+    assert "\x1b" not in out and "\x07" not in out and out.rstrip().endswith("requeued: ?[2J?]0;pwned? oom")
