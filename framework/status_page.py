@@ -44,7 +44,7 @@ td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}.muted{color:#78909
 vertical-align:middle;margin-right:6px}.bar span{display:block;height:100%;background:#43a047}
 .grid{display:flex;flex-wrap:wrap;gap:10px 28px}.kv b{font-weight:600}.legend span{margin-right:12px}
 .sw{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:4px;vertical-align:middle}
-svg{vertical-align:middle}code{white-space:nowrap}td.why{min-width:200px}footer{padding:0 20px 16px;font-size:12px;color:#78909c}
+svg{vertical-align:middle}code{white-space:nowrap}.why-row td{border-top:0;padding-top:0}.why{color:#1565c0}footer{padding:0 20px 16px;font-size:12px;color:#78909c}
 """
 
 
@@ -184,15 +184,16 @@ def _jobs_section(jobs: dict[str, dict[str, Any]], slots: Sequence[dict[str, Any
         s = series.get(jid)
         if s:
             ymax = max([v for v in s["workers"] + s["ps"] if isinstance(v, (int, float))] + [1])
-            spark = sparkline([(s["workers"], "#1e88e5"), (s["ps"], "#fb8c00", True)], step=True, ymax=ymax,
+            spark = sparkline([(s["workers"], "#1e88e5"), (s["ps"], "#fb8c00", True)], step=True, ymax=ymax, width=120,
                               title=f"{jid}: workers (blue) and PS (orange) per slot, max {ymax}")
             spark += f' <span class="muted">max {_e(ymax)}</span>'
         else:
             spark = '<span class="muted">–</span>'
         name = j.get("name") or ""
         why = j.get("pending_reason") if phase == "pending" else None
-        note = (f'<span class="why" title="{_e(why.get("code", ""))}">{_e(why.get("message", ""))}</span>'
-                if isinstance(why, dict) else _e(j.get("message", "")))
+        # a pending job's reason gets a full-width line under its row (a narrow column hid it)
+        why_row = (f"<tr class='why-row'><td></td><td colspan='14'><span class='why' title='{_e(why.get('code', ''))}'>"
+                   f"why pending: {_e(why.get('message', ''))}</span></td></tr>") if isinstance(why, dict) else ""
         rows.append(
             f"<tr><td><a href='/jobs/{_e(quote(jid, safe=''))}'><code>{_e(jid)}</code></a>"
             f"{'<br><span class=muted>' + _e(name) + '</span>' if name and name != jid else ''}</td>"
@@ -205,7 +206,7 @@ def _jobs_section(jobs: dict[str, dict[str, Any]], slots: Sequence[dict[str, Any
             f"<td class=n>{_num(j.get('rescales'), '{:d}')}</td>"
             f"<td class=n>{_num(j.get('measured_epochs_per_second'), '{:.3f}')}</td>"
             + times_cells(j)
-            + f'<td class="{"why" if why else "muted"}">{note}</td></tr>'
+            + f'<td class="muted">{_e(j.get("message", ""))}</td></tr>{why_row}'
         )
     body = "".join(rows) or '<tr><td colspan="15" class="muted">no jobs yet</td></tr>'
     more = f'<p class="muted">{hidden} older ended jobs not shown (see /api/v1/jobs)</p>' if hidden else ""
@@ -215,7 +216,7 @@ def _jobs_section(jobs: dict[str, dict[str, Any]], slots: Sequence[dict[str, Any
         '<span><i class="sw" style="background:#fb8c00"></i>parameter servers (dashed)</span> per slot</p>'
         "<div style='overflow-x:auto'><table><tr><th>job</th><th>type</th><th>state</th><th>progress (epochs)</th><th class=n>PS</th>"
         "<th class=n>workers</th><th>PS / workers over time</th><th class=n>rescales</th>"
-        f"<th class=n>epochs/s</th>{TIME_HEADERS}<th>message / why pending</th></tr>{body}</table></div>{more}</section>"
+        f"<th class=n>epochs/s</th>{TIME_HEADERS}<th>message</th></tr>{body}</table></div>{more}</section>"
     )
 
 

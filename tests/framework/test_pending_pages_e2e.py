@@ -110,19 +110,24 @@ def test_capacity_reasons_and_pages_in_a_browser(cluster, tmp_path):
 
         from click.testing import CliRunner
 
-        from dl2_mesos.framework.client_cli import jobs
+        from dl2_mesos.framework.client_cli import jobs, submit
 
+        refused = CliRunner().invoke(submit, ["--type", "resnet-50", "--epochs", "1", "--api", api, "--token", "tok"])
+        assert refused.exit_code != 0 and "422" in refused.output and "gpus" in refused.output
         out = CliRunner().invoke(jobs, ["--api", api, "--token", "tok"]).output
         row = next(line for line in out.splitlines() if line.startswith(ids[1]))
         assert row.rstrip().endswith("held back by the policy (slot " + row.rsplit("(slot ", 1)[1])
         assert "REASON" in out.splitlines()[0]
 
+        _wait(lambda: requests.get(api + "/api/v1/cluster", headers=AUTH, timeout=2).json()["last_decision"]["slot"]
+              >= 4, 30, "a few slots that change nothing")
         text, links = _page(api + "/", ARTIFACTS / "status-page-capacity.png")
         flat = " ".join(text.split())
         assert "of 24 cpus" in flat and "capacity: 3 agents in the master's agent list" in flat
         assert ids[0] in flat and "held back by the policy at slot" in flat
         for heading in ("submitted", "started", "queue wait", "JCT", "why pending"):
             assert heading in flat, heading
+        assert "no change in" in flat  # the slots after the first job started changed nothing: folded
         assert f"/jobs/{ids[0]}" in links
 
         text, links = _page(f"{api}/jobs/{ids[0]}", ARTIFACTS / "job-page.png")
