@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -93,7 +94,9 @@ def test_demo_runs_jobs_to_completion_and_serves_the_status_page(tmp_path):
     assert "% allocated" in text and "offered free" in text
     # the policy in use and its model version
     assert policy["name"] in text and policy.get("model_version")
-    assert f"model version {policy['model_version']}" in " ".join(text.split())
+    # the page was loaded after the JSON: online learning may have stored a newer version meanwhile
+    shown = re.search(r"model version (\d+)", " ".join(text.split()))
+    assert shown and int(shown.group(1)) >= int(policy["model_version"]), (shown, policy["model_version"])
     # rescales (if the policy rescaled a running job) with the executor's measured phase times
     # A job runs again after a rescale only once its executors reported it; a job whose last
     # rescale was overtaken by its own end (it finished mid-rescale) has no report to show.
