@@ -50,6 +50,7 @@ from dl2_mesos.framework.records import (TERMINAL_TASK_STATES, FrameworkJob, Ide
                                          spec_digest)
 from dl2_mesos.framework.state_store import StateStore
 from dl2_mesos.restart_costs import RESTART_COSTS_FILE, RestartCostBook
+from dl2_mesos.slot_accounting import RescaleLedger, account_counts
 from dl2_mesos.framework.transitions import Transition
 from dl2_mesos.framework.views import build_view
 
@@ -362,11 +363,14 @@ class SchedulerCore:
                     return known
         now = self.clock()
         job_id = f"{(spec.name or spec.job_type).lower()[:40]}-{uuid.uuid4().hex[:8]}"
+        # the first slot whose decision sees the job, as in the simulator (a job submitted after
+        # this slot's decision waits for the next): ``slots_run`` (the paper's d) counts from it
+        arrival_slot = max(self.current_slot(now), self.last_slot + 1)
         job = FrameworkJob(
-            job_id=job_id, spec=spec, submitted_at=now, arrival_slot=self.current_slot(now),
+            job_id=job_id, spec=spec, submitted_at=now, arrival_slot=arrival_slot,
             arrival_time=now - self.epoch,
             checkpoint_uri=f"{self.cfg.checkpoint_root.rstrip('/')}/{job_id}",
-            idempotency_key=idempotency_key, request_digest=digest,
+            idempotency_key=idempotency_key, request_digest=digest, ledger=RescaleLedger(arrival_slot),
         )
         job.phase_times[JobPhase.PENDING.value] = now
         self.book.add(job)
@@ -524,10 +528,13 @@ class SchedulerCore:
         for j in state.jobs:
             job = self.jobs[j.job_id]
             job.slots_run = state.slot - job.arrival_slot
-            if j.job_id in plan.unchanged:
-                job.slots_since_rescale += 1
-                self.dirty(job)
             granted = plan.placement.granted.get_counts(j.job_id)
+            # the rescale bookkeeping of the simulator, booked at the decision as there
+            booked = account_counts(job.ledger, state.slot, (j.num_ps, j.num_workers),
+                                    (granted.num_ps, granted.num_workers), j.restart_cost_seconds, state.slot_seconds)
+            if booked.ledger != job.ledger:
+                job.ledger = booked.ledger
+                self.dirty(job)
             if granted.is_zero:
                 self.intended.pop(j.job_id, None)
             else:
