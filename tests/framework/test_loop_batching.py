@@ -4,6 +4,7 @@ still answers every command only after a view that shows it, and stops at a Stop
 from __future__ import annotations
 
 import queue
+import time
 
 from dl2_mesos.jobs import JobSpec
 from dl2_mesos.framework import events as ev
@@ -58,3 +59,39 @@ def test_a_stop_inside_a_batch_ends_the_loop_after_the_events_before_it():
     assert first.reply.result(timeout=1)["name"] == "before"
     assert not after.reply.done()  # never taken from the queue
     assert [j["name"] for j in loop.view["jobs"].values()] == ["before"]
+
+
+def test_a_batch_of_status_updates_writes_each_job_once_and_acks_only_after_the_write():
+    from dl2_mesos.jobs import JobPhase
+
+    from .conftest import make_offer, status
+
+    h = Harness()
+    h.register()
+    jobs = [h.submit(name=f"w{i}") for i in range(3)]
+    h.offer(make_offer("a1"), make_offer("a2"), make_offer("a3"))
+    h.tick()
+    tasks = [t for j in jobs for t in j.tasks.values()]
+    assert len(tasks) == 6
+    writes: list[str] = []
+    put_job = h.core.store.put_job
+
+    def counting_put(job) -> None:  # noqa: ANN001
+        writes.append(job.job_id)
+        put_job(job)
+
+    h.core.store.put_job = counting_put
+    q: queue.Queue = queue.Queue()
+    loop = SchedulingLoop(h.core, q)
+    for i, t in enumerate(tasks):  # PS and worker of each job: one burst, one batch
+        q.put(status(t.task_id, "TASK_RUNNING", t.agent_id, uuid=f"u{i}"))
+    loop.start()
+    try:
+        deadline = time.monotonic() + 30
+        while len(h.driver.named("acknowledgeStatusUpdate")) < 6 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        loop.stop()
+    assert h.driver.acked_persisted == [True] * 6  # every ack after its update was stored
+    assert sorted(writes) == sorted(j.job_id for j in jobs)  # one write per job, not one per update
+    assert all(j.phase == JobPhase.RUNNING for j in h.store.load_jobs().values())

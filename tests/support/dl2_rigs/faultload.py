@@ -197,6 +197,8 @@ def api_burst(api: str, token: str, count: int = 1000, concurrency: int = 32,
     missing = accepted - listed
     problems = [f"accepted but not listed: {j}" for j in sorted(missing)[:5]]
     problems += [f"unclear answer {r[1]}: {r[2][:100]}" for r in unclear[:5]]
+    reasons = Counter(f"{r[1]} {r[2][:100]}" for r in refusals)
+    problems += [f"refused {n}x: {why}" for why, n in reasons.most_common(3)]
     return BurstResult(count, len(accepted), len(refusals), len(missing) + len(unclear),
                        statistics.median(lat), lat[min(len(lat) - 1, int(0.99 * len(lat)))], seconds,
                        dict(Counter(r[1] for r in refusals)), tuple(problems))
