@@ -126,7 +126,8 @@ def format_load(ld: AgentsLoadResult) -> list[str]:
         f"{ld.offers} offers)",
         f"      status updates: handling p50 {ld.status_event_p50_ms:.2f} ms, p99 {ld.status_event_p99_ms:.2f} ms; "
         f"executor -> loop lag p50 {ld.status_lag_p50_ms:.0f} ms, p99 {ld.status_lag_p99_ms:.0f} ms, "
-        f"max {ld.status_lag_max_ms:.0f} ms ({ld.status_events} updates)",
+        f"max {ld.status_lag_max_ms:.0f} ms ({ld.status_events} updates); writes of changed jobs before "
+        f"their acks p50 {ld.flush_p50_ms:.2f} ms, p99 {ld.flush_p99_ms:.2f} ms ({ld.flushes})",
         f"      submissions p50 {ld.submit_p50_ms:.1f} ms, p99 {ld.submit_p99_ms:.1f} ms; calls to the master "
         f"(off the loop): {ld.outbound_sent} sent, {ld.outbound_failed} failed, {ld.outbound_dropped} dropped, "
         f"{ld.outbound_coalesced} repeated acks merged, "

@@ -249,6 +249,9 @@ class AgentsLoadResult:
     wave_launched_s: float | None = None  # first launch call queued -> the last one answered
     wave_acknowledged_s: float | None = None  # first launch call queued -> every TASK_RUNNING acknowledged
     wave_unacknowledged: int = 0  # tasks of the wave whose TASK_RUNNING was never acknowledged
+    flushes: int = 0  # the loop's writes of changed jobs (once per batch of events), then their acks
+    flush_p50_ms: float = 0.0
+    flush_p99_ms: float = 0.0
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -363,11 +366,17 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
     replica = None
     runner = None
     try:
+        t_start = time.monotonic()
+
+        def say(what: str) -> None:  # progress on stderr: a long run shows where it is
+            print(f"load {time.monotonic() - t_start:7.1f} s: {what}", file=sys.stderr, flush=True)
+
         cluster.start(timeout=60)
         ports_each = max(20, min(1000, 40000 // max(agents, 1)))
-        for i in range(agents):
-            lo = 20000 + i * ports_each
-            cluster.add_agent(ports=(lo, lo + ports_each - 1))
+        with ThreadPoolExecutor(8) as pool:  # the cluster starts agents concurrently
+            list(pool.map(lambda i: cluster.add_agent(ports=(20000 + i * ports_each, 20000 + (i + 1) * ports_each - 1)),
+                          range(agents)))
+        say(f"{agents} agents up")
         api_port = free_port()  # after the agents: each of them took an ephemeral port meanwhile
         cfg = load_config(env={}, overrides={
             "master": cluster.master, "zk": "none", "state_dir": str(work / "state"), "policy": "fifo",
@@ -413,24 +422,42 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
             finally:
                 decisions.append(time.perf_counter() - t0)
 
+        flush = core.flush
+        flushes: list[float] = []
+
+        def timed_flush() -> None:
+            t0 = time.perf_counter()
+            try:
+                flush()
+            finally:
+                flushes.append(time.perf_counter() - t0)
+
         core.handle, core.decide = timed_handle, timed_decide  # instance attributes: the loop looks them up
+        core.flush = timed_flush
+        say("framework registered; submitting")
         spec = {"job_type": "resnet-50", "epochs": 1000, "max_ps": 1, "max_workers": 1,
                 "worker": {"cpus": 1, "gpus": 0, "mem": 512}, "ps": {"cpus": 0.5, "gpus": 0, "mem": 256}}
         t_first = time.monotonic()
         burst = api_burst(api, "", jobs, concurrency=16, spec=spec)
         submits = [burst.p50_ms, burst.p99_ms]
         problems += list(burst.problems)
+        say(f"{burst.accepted}/{jobs} submissions accepted in {burst.seconds:.0f} s")
         t0 = time.monotonic()
         all_running = None
         running = 0
         listed: list[dict[str, Any]] = []
+        said = t0
         while time.monotonic() - t0 < timeout:
             listed = list_jobs(api)
             running = sum(j["phase"] == "running" for j in listed)
             if running >= burst.accepted:
                 all_running = time.monotonic() - t0
                 break
+            if time.monotonic() - said >= 30:
+                said = time.monotonic()
+                say(f"{running}/{burst.accepted} jobs running")
             time.sleep(1.0)
+        say(f"{running}/{burst.accepted} jobs running; settling")
         if all_running is None:
             phases = Counter(j["phase"] for j in listed)
             problems.append(f"only {running}/{burst.accepted} jobs running after {timeout:.0f}s ({dict(phases)})")
@@ -471,7 +498,8 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
             outbound_peak_in_flight=getattr(ob, "peak_in_flight", 0), calls_by_kind=dict(calls.kinds),
             ack_p50_ms=_pct(calls.ack_delays, 0.5) * 1000, ack_p99_ms=_pct(calls.ack_delays, 0.99) * 1000,
             wave_tasks=wave[0], wave_launched_s=wave[1], wave_acknowledged_s=wave[2],
-            wave_unacknowledged=wave[3])
+            wave_unacknowledged=wave[3], flushes=len(flushes), flush_p50_ms=_pct(flushes, 0.5) * 1000,
+            flush_p99_ms=_pct(flushes, 0.99) * 1000)
     finally:
         if replica is not None:
             replica.stop()
