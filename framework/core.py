@@ -328,16 +328,17 @@ class SchedulerCore:
         if not _take(e.reply):
             return
         try:
-            job = self.submit(e.spec, e.idempotency_key)
+            job = self.submit(e.spec, e.idempotency_key, store_now=not self.defer_flush)
             self.replies.append((e.reply, job.public(), None))
         except Exception as exc:  # reported to the HTTP caller
             self.replies.append((e.reply, None, exc))
             if isinstance(exc, (StaleVersion, StoreUnavailable)):
                 raise
 
-    def submit(self, spec: JobSpec, idempotency_key: str = "") -> FrameworkJob:
-        """Add a job; it is stored before this returns. A repeated ``idempotency_key`` with the
-        same spec answers the job stored first.
+    def submit(self, spec: JobSpec, idempotency_key: str = "", *, store_now: bool = True) -> FrameworkJob:
+        """Add a job; it is stored before this returns (with ``store_now`` False: at the next
+        :meth:`flush`, which the loop makes before it answers the command). A repeated
+        ``idempotency_key`` with the same spec answers the job stored first.
 
         Raises:
             IdempotencyConflict: the key was used for another spec.
@@ -359,7 +360,8 @@ class SchedulerCore:
         )
         job.phase_times[JobPhase.PENDING.value] = now
         self.book.add(job)
-        self.flush()  # the caller gets 201 only once the job is stored
+        if store_now:
+            self.flush()  # the caller gets 201 only once the job is stored
         logger.info("job %s submitted (%s, %s epochs)", job_id, spec.job_type, spec.epochs)
         return job
 

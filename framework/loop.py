@@ -155,12 +155,15 @@ class SchedulingLoop:
             except Exception:  # one bad event must not kill the scheduler
                 self._survived("event", event)
             try:
-                # what the batch changed is stored, then its status updates are acknowledged
+                # what the batch changed is stored, then its status updates are acknowledged and
+                # its API commands answered
                 self.core.flush()
             except (StaleVersion, StoreUnavailable):
                 raise
-            except Exception:
+            except Exception as exc:
                 self._survived("flush", self.core)
+                # nothing the batch's commands did is known to be stored: none of them gets a 2xx
+                self.core.replies = [(fut, None, exc) for fut, _, _ in self.core.replies]
             try:
                 self.core.tick()
                 self._retention()

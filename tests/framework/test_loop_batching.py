@@ -6,6 +6,8 @@ from __future__ import annotations
 import queue
 import time
 
+import pytest
+
 from dl2_mesos.jobs import JobSpec
 from dl2_mesos.framework import events as ev
 from dl2_mesos.framework.loop import SchedulingLoop
@@ -95,3 +97,54 @@ def test_a_batch_of_status_updates_writes_each_job_once_and_acks_only_after_the_
     assert h.driver.acked_persisted == [True] * 6  # every ack after its update was stored
     assert sorted(writes) == sorted(j.job_id for j in jobs)  # one write per job, not one per update
     assert all(j.phase == JobPhase.RUNNING for j in h.store.load_jobs().values())
+
+
+def test_a_burst_of_submissions_is_stored_in_few_group_commits_before_any_answer(tmp_path):
+    from dl2_mesos.framework.kv import FileKV
+    from dl2_mesos.framework.state_store import StateStore
+
+    h = Harness(kv=FileKV(tmp_path / "state"))
+    rounds: list[int] = []
+    put_many = h.kv.put_many
+
+    def counting(items, guard=None):  # noqa: ANN001, ANN202
+        rounds.append(len(items))
+        return put_many(items, guard)
+
+    h.kv.put_many = counting
+    seen_stored: list[bool] = []
+    q: queue.Queue = queue.Queue()
+    loop = SchedulingLoop(h.core, q)
+    cmds = [ev.SubmitJob(JobSpec(job_type="vgg-16", epochs=3, name=f"g{i}")) for i in range(60)]
+    for c in cmds:
+        c.reply.add_done_callback(  # runs when the answer is set: the job must be on disk by then
+            lambda f: seen_stored.append(f.result()["id"] in StateStore(FileKV(tmp_path / "state")).load_jobs()))
+        q.put(c)
+    loop.start()
+    try:
+        ids = [c.reply.result(timeout=30)["id"] for c in cmds]
+    finally:
+        loop.stop()
+    assert len(set(ids)) == 60 and seen_stored == [True] * 60
+    assert sum(rounds) >= 55 and len(rounds) < 30, rounds  # batches, not one commit per job
+
+
+def test_when_storing_a_batch_fails_none_of_its_commands_is_answered_as_done():
+    h = Harness()
+    q: queue.Queue = queue.Queue()
+    loop = SchedulingLoop(h.core, q)
+
+    def broken(jobs):  # noqa: ANN001, ANN202
+        raise OSError("disk full")
+
+    h.core.store.put_jobs = broken
+    cmds = [ev.SubmitJob(JobSpec(job_type="vgg-16", epochs=3, name=f"f{i}")) for i in range(3)]
+    for c in cmds:
+        q.put(c)
+    loop.start()
+    try:
+        for c in cmds:
+            with pytest.raises(OSError):
+                c.reply.result(timeout=30)
+    finally:
+        loop.stop()
