@@ -55,3 +55,19 @@ def test_a_newer_leaders_term_fences_a_batch(tmp_path):
         old.put_jobs([_job("j1", 9), _job("j3")])
     stored = new.load_jobs()
     assert sorted(stored) == ["j1", "j2"] and stored["j1"].spec.epochs == 5
+
+
+def test_replaced_values_are_deleted_off_the_writing_thread_and_never_read_as_keys(tmp_path):
+    import time
+
+    kv = FileKV(tmp_path / "state")
+    for i in range(5):
+        kv.put("jobs/a", f"v{i}".encode(), None)
+        kv.put_many([("jobs/b", f"w{i}".encode(), None), ("jobs/c", b"c", None)])
+    assert kv.get("jobs/a") == (b"v4", 4) and kv.get("jobs/b") == (b"w4", 4)
+    assert kv.children("jobs") == ["a", "b", "c"] and kv.children("") == ["jobs"]
+    trash = tmp_path / "state" / ".trash"
+    deadline = time.monotonic() + 10
+    while any(trash.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(trash.iterdir())  # the old values' files are gone
