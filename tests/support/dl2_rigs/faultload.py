@@ -156,11 +156,14 @@ class BurstResult:
     seconds: float
     refusal_codes: dict[int, int] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
+    unsent: int = 0  # not sent: the burst's time ran out first
 
 
 def api_burst(api: str, token: str, count: int = 1000, concurrency: int = 32,
-              spec: dict[str, Any] | None = None) -> BurstResult:
-    """Submit ``count`` jobs with ``concurrency`` client threads, then check the job list."""
+              spec: dict[str, Any] | None = None, within: float | None = None) -> BurstResult:
+    """Submit ``count`` jobs with ``concurrency`` client threads, then check the job list.
+    With ``within`` seconds, submissions not started by then are not sent (``BurstResult.unsent``)."""
+    stop_at = None if within is None else time.monotonic() + within
     spec = spec or {"job_type": "resnet-50", "epochs": 1}
     headers = {"Authorization": f"Bearer {token}"}
     local = threading.local()
@@ -170,7 +173,9 @@ def api_burst(api: str, token: str, count: int = 1000, concurrency: int = 32,
             local.s = requests.Session()
         return local.s
 
-    def submit(i: int) -> tuple[float, int | None, str, str | None]:
+    def submit(i: int) -> tuple[float, int | None, str, str | None] | None:
+        if stop_at is not None and time.monotonic() > stop_at:
+            return None
         t0 = time.perf_counter()
         try:
             r = session().post(api + "/api/v1/jobs", json={**spec, "name": f"burst{i}"}, headers=headers, timeout=60)
@@ -187,8 +192,10 @@ def api_burst(api: str, token: str, count: int = 1000, concurrency: int = 32,
 
     t0 = time.monotonic()
     with ThreadPoolExecutor(concurrency) as pool:
-        results = list(pool.map(submit, range(count)))
+        sent = list(pool.map(submit, range(count)))
     seconds = time.monotonic() - t0
+    results = [r for r in sent if r is not None]
+    unsent = count - len(results)
     lat = sorted(r[0] * 1000 for r in results)
     accepted = {r[3] for r in results if r[1] == 201}
     refusals = [r for r in results if r[1] is not None and r[1] != 201 and (400 <= r[1] < 500 or r[1] == 503) and r[2]]
@@ -199,9 +206,11 @@ def api_burst(api: str, token: str, count: int = 1000, concurrency: int = 32,
     problems += [f"unclear answer {r[1]}: {r[2][:100]}" for r in unclear[:5]]
     reasons = Counter(f"{r[1]} {r[2][:100]}" for r in refusals)
     problems += [f"refused {n}x: {why}" for why, n in reasons.most_common(3)]
-    return BurstResult(count, len(accepted), len(refusals), len(missing) + len(unclear),
+    if unsent:
+        problems.append(f"{unsent} of {count} submissions not sent within {within or 0:.0f} s")
+    return BurstResult(len(results), len(accepted), len(refusals), len(missing) + len(unclear),
                        statistics.median(lat), lat[min(len(lat) - 1, int(0.99 * len(lat)))], seconds,
-                       dict(Counter(r[1] for r in refusals)), tuple(problems))
+                       dict(Counter(r[1] for r in refusals)), tuple(problems), unsent=unsent)
 
 
 @dataclass(frozen=True)
@@ -317,7 +326,8 @@ class _CallLog:
 
 
 def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None, slot: str = "5s",
-                settle_slots: int = 3, timeout: float = 300.0, master_calls: int | None = None) -> AgentsLoadResult:
+                settle_slots: int = 3, timeout: float = 300.0, master_calls: int | None = None,
+                burst_seconds: float | None = None) -> AgentsLoadResult:
     """``jobs`` jobs (1 PS + 1 worker each) on ``agents`` local agents, executors from the light hub.
 
     The framework runs in this process (a real :class:`Replica` with the real pymesos driver), the
@@ -327,7 +337,8 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
     includes the agent's re-sends of updates whose acknowledgement is still queued). The calls to
     the master come from the outbound queue's counters (:mod:`dl2_mesos.framework.outbound`).
     Executors report progress at the framework's default interval (5 s). ``master_calls``
-    overrides the config's calls to the master in flight at once (1: one after the other). The largest launch wave
+    overrides the config's calls to the master in flight at once (1: one after the other);
+    ``burst_seconds`` bounds the submission burst (the rest is not sent, and said). The largest launch wave
     is timed from its first launch call until the master answered the acknowledgement of every
     one of its tasks' TASK_RUNNING.
     """
@@ -438,7 +449,7 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
         spec = {"job_type": "resnet-50", "epochs": 1000, "max_ps": 1, "max_workers": 1,
                 "worker": {"cpus": 1, "gpus": 0, "mem": 512}, "ps": {"cpus": 0.5, "gpus": 0, "mem": 256}}
         t_first = time.monotonic()
-        burst = api_burst(api, "", jobs, concurrency=16, spec=spec)
+        burst = api_burst(api, "", jobs, concurrency=16, spec=spec, within=burst_seconds)
         submits = [burst.p50_ms, burst.p99_ms]
         problems += list(burst.problems)
         say(f"{burst.accepted}/{jobs} submissions accepted in {burst.seconds:.0f} s")
