@@ -143,6 +143,7 @@ class SchedulerCore:
         self.epoch = float(meta["epoch"])
         self.last_slot = int(meta.get("last_slot", -1))
         self.book.restore()
+        self.metrics.start_term(self.book.jobs.values())  # baseline: queue waits/JCTs observed once
         store = self.store  # counted when scraped (the online learner may quarantine a model record later)
         self.metrics.quarantined_records.set_function(lambda: len(store.quarantined) + bool(store.quarantined_meta))
         self._slot_epochs = {j.job_id: j.epochs_done for j in self.book.active()}
@@ -175,6 +176,7 @@ class SchedulerCore:
 
     def flush(self) -> None:
         """Persist changed jobs (and meta), then send the acknowledgements that waited for it."""
+        self.metrics.observe_jobs(self.book.dirty_jobs())
         acks = self.book.flush()
         if self._meta_dirty:
             meta = self.store.meta()
@@ -299,6 +301,7 @@ class SchedulerCore:
             if msg.generation == job.generation and e.executor_id in job.rescale_waiting:
                 del job.rescale_waiting[e.executor_id]
                 self.history.record_rescale(job.job_id, e.executor_id, msg, now)
+                self.metrics.observe_rescale(msg)
                 self._record_restart_cost(job, msg)
                 self.dirty(job)
                 if not msg.ok:
@@ -315,6 +318,7 @@ class SchedulerCore:
 
     def _on_agent_lost(self, e: ev.AgentLost) -> None:
         self.offers.forget_agent(e.agent_id)
+        self.metrics.forget_agent(e.agent_id)
         self._send(self.lifecycle.agent_lost(e.agent_id))
 
     def _on_executor_lost(self, e: ev.ExecutorLost) -> None:
@@ -403,6 +407,7 @@ class SchedulerCore:
             "slot": self.current_slot(), "slot_seconds": self.cfg.slot, "policy": policy_name,
             "last_decision": self.last_decision,
         }
+        self.metrics.observe_cluster(self.offers, self.jobs.values(), policy_name)
         policy = self.learner.describe() if self.learner is not None else {
             "name": getattr(self.policy, "name", "?"), "online_learning": False}
         return {**build_view(self.book, self.offers, self.launcher.pending, self.metrics, cluster, policy),
@@ -492,7 +497,7 @@ class SchedulerCore:
         self.metrics.round_latency.observe(round_s)
         if self.learner is not None:
             self.learner.begin_slot(state, allocation)
-            self.metrics.model_version.set(self.learner.version or 0)
+            self.metrics.observe_learner(self.learner)  # model version, rollbacks
         self.last_slot = slot
         self._meta_dirty = True
         self.metrics.slot.set(slot)
