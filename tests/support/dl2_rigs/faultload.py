@@ -157,6 +157,7 @@ class BurstResult:
     refusal_codes: dict[int, int] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
     unsent: int = 0  # not sent: the burst's time ran out first
+    stored_refused: int = 0  # cleanly refused submissions whose job was stored anyway
 
 
 def api_burst(api: str, token: str, count: int = 1000, concurrency: int = 32,
@@ -198,11 +199,18 @@ def api_burst(api: str, token: str, count: int = 1000, concurrency: int = 32,
     unsent = count - len(results)
     lat = sorted(r[0] * 1000 for r in results)
     accepted = {r[3] for r in results if r[1] == 201}
-    refusals = [r for r in results if r[1] is not None and r[1] != 201 and (400 <= r[1] < 500 or r[1] == 503) and r[2]]
+    refusals = [r for r in results if _clean_refusal(r)]
     unclear = [r for r in results if r[1] != 201 and r not in refusals]
-    listed = {j["id"] for j in list_jobs(api, headers)}
+    jobs = list_jobs(api, headers)
+    listed = {j["id"] for j in jobs}
     missing = accepted - listed
     problems = [f"accepted but not listed: {j}" for j in sorted(missing)[:5]]
+    # a refusal must mean "not stored": a job stored anyway would be doubled by the client's retry
+    names = Counter(j.get("name") for j in jobs)
+    refused_names = {f"burst{i}" for i, r in enumerate(sent) if r is not None and _clean_refusal(r)}
+    stored_refused = sum(names[n] for n in refused_names)
+    if stored_refused:
+        problems.append(f"{stored_refused} refused submissions were stored anyway")
     problems += [f"unclear answer {r[1]}: {r[2][:100]}" for r in unclear[:5]]
     reasons = Counter(f"{r[1]} {r[2][:100]}" for r in refusals)
     problems += [f"refused {n}x: {why}" for why, n in reasons.most_common(3)]
@@ -210,7 +218,13 @@ def api_burst(api: str, token: str, count: int = 1000, concurrency: int = 32,
         problems.append(f"{unsent} of {count} submissions not sent within {within or 0:.0f} s")
     return BurstResult(len(results), len(accepted), len(refusals), len(missing) + len(unclear),
                        statistics.median(lat), lat[min(len(lat) - 1, int(0.99 * len(lat)))], seconds,
-                       dict(Counter(r[1] for r in refusals)), tuple(problems), unsent=unsent)
+                       dict(Counter(r[1] for r in refusals)), tuple(problems), unsent=unsent,
+                       stored_refused=stored_refused)
+
+
+def _clean_refusal(r: tuple[float, int | None, str, str | None]) -> bool:
+    """A 4xx or 503 answer with a reason (not a 201, not a lost connection)."""
+    return r[1] is not None and r[1] != 201 and (400 <= r[1] < 500 or r[1] == 503) and bool(r[2])
 
 
 @dataclass(frozen=True)
