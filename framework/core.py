@@ -32,21 +32,25 @@ from dl2_mesos.errors import Dl2Error, MessageSchemaError
 from dl2_mesos.jobs import JobPhase, JobSpec
 from dl2_mesos.messages import CheckpointReport, ProgressReport, RescaleReport, ResourceUsage, decode_b64
 from dl2_mesos.policy_api import Policy
+from dl2_mesos.resources import Resources
 from dl2_mesos.framework import events as ev
 from dl2_mesos.framework import slot_planner
+from dl2_mesos.framework.cluster_capacity import CapacityBook
 from dl2_mesos.framework.driver_commands import Command, Replan, SchedulerDriver
 from dl2_mesos.framework.history import History
 from dl2_mesos.framework.job_book import JobBook
-from dl2_mesos.framework.job_lifecycle import PROGRESS_PERSIST_SECONDS, JobLifecycle
+from dl2_mesos.framework.job_lifecycle import JobLifecycle
 from dl2_mesos.framework.kv import StaleVersion, StoreUnavailable
 from dl2_mesos.framework.launcher import Launcher
 from dl2_mesos.framework.metrics import FrameworkMetrics
 from dl2_mesos.framework.mesos_outbox import MesosOutbox
-from dl2_mesos.framework.offer_book import OfferBook, offer_id
+from dl2_mesos.framework.offer_book import OfferBook, agent_id_of, offer_id, parse_resources
+from dl2_mesos.framework.pending_reasons import explain_slot
 from dl2_mesos.framework.records import (TERMINAL_TASK_STATES, FrameworkJob, IdempotencyConflict, job_id_of_task,
                                          spec_digest)
 from dl2_mesos.framework.state_store import StateStore
 from dl2_mesos.restart_costs import RESTART_COSTS_FILE, RestartCostBook
+from dl2_mesos.slot_accounting import RescaleLedger, account_counts
 from dl2_mesos.framework.transitions import Transition
 from dl2_mesos.framework.views import build_view
 
@@ -96,6 +100,7 @@ class SchedulerCore:
         self.metrics = metrics or FrameworkMetrics()
         self.book = JobBook(store)
         self.offers = OfferBook()
+        self.capacity = CapacityBook()  # agents' totals (master's list, else seen in offers)
         self.launcher = Launcher(cfg, self.metrics)
         self.lifecycle = JobLifecycle(self.book, self.launcher, cfg.max_task_failures)
         self.history = History()  # bounded; what the status page and /api/v1/history show
@@ -247,6 +252,8 @@ class SchedulerCore:
                 self.outbox.decline([offer_id(o)], "suspended")
                 continue
             self.offers.add(o, now)
+            self.capacity.observe(agent_id_of(o), o.get("hostname", ""), parse_resources(o.get("resources", []))[0],
+                                  Resources())
         self._launch_ready(now)
 
     def _on_rescinded(self, e: ev.OfferRescinded) -> None:
@@ -317,9 +324,17 @@ class SchedulerCore:
                                        "gpu_util": msg.gpu_util, "at": now}
 
     def _on_agent_lost(self, e: ev.AgentLost) -> None:
+        hit = [j.job_id for j in self.book.active() if any(t.agent_id == e.agent_id for t in j.live_tasks())]
+        self.capacity.agent_lost(e.agent_id, self.offers.hostname(e.agent_id), self.clock(), hit)
         self.offers.forget_agent(e.agent_id)
         self.metrics.forget_agent(e.agent_id)
         self._send(self.lifecycle.agent_lost(e.agent_id))
+
+    def _on_inventory(self, e: ev.AgentInventory) -> None:
+        if e.agents is None:
+            self.capacity.master_failed(e.master, e.error)
+        else:
+            self.capacity.master_agents(e.agents, e.master, self.clock())
 
     def _on_executor_lost(self, e: ev.ExecutorLost) -> None:
         logger.info("executor %s on %s exited with %s", e.executor_id, e.agent_id, e.status)
@@ -356,11 +371,14 @@ class SchedulerCore:
                     return known
         now = self.clock()
         job_id = f"{(spec.name or spec.job_type).lower()[:40]}-{uuid.uuid4().hex[:8]}"
+        # the first slot whose decision sees the job, as in the simulator (a job submitted after
+        # this slot's decision waits for the next): ``slots_run`` (the paper's d) counts from it
+        arrival_slot = max(self.current_slot(now), self.last_slot + 1)
         job = FrameworkJob(
-            job_id=job_id, spec=spec, submitted_at=now, arrival_slot=self.current_slot(now),
+            job_id=job_id, spec=spec, submitted_at=now, arrival_slot=arrival_slot,
             arrival_time=now - self.epoch,
             checkpoint_uri=f"{self.cfg.checkpoint_root.rstrip('/')}/{job_id}",
-            idempotency_key=idempotency_key, request_digest=digest,
+            idempotency_key=idempotency_key, request_digest=digest, ledger=RescaleLedger(arrival_slot),
         )
         job.phase_times[JobPhase.PENDING.value] = now
         self.book.add(job)
@@ -406,11 +424,13 @@ class SchedulerCore:
             "framework_id": self.framework_id, "registered": self.registered, "suspended": self.suspended,
             "slot": self.current_slot(), "slot_seconds": self.cfg.slot, "policy": policy_name,
             "last_decision": self.last_decision,
+            "executor_overhead": {"cpus": self.cfg.executor_cpus, "gpus": 0.0, "mem": self.cfg.executor_mem},
         }
         self.metrics.observe_cluster(self.offers, self.jobs.values(), policy_name)
         policy = self.learner.describe() if self.learner is not None else {
             "name": getattr(self.policy, "name", "?"), "online_learning": False}
-        return {**build_view(self.book, self.offers, self.launcher.pending, self.metrics, cluster, policy),
+        return {**build_view(self.book, self.offers, self.launcher.pending, self.metrics, cluster, policy,
+                             capacity=self.capacity, now=self.clock()),
                 "history": self.history.snapshot()}
 
     # -- slots ---------------------------------------------------------------------------------
@@ -506,6 +526,8 @@ class SchedulerCore:
             "allocation": {k: [v.num_ps, v.num_workers] for k, v in allocation.items()},
             "granted": {k: [v.num_ps, v.num_workers] for k, v in plan.placement.granted.items()},
             "reward": reward,
+            "waiting": explain_slot(state, allocation, plan.placement),  # why jobs got nothing
+            "capacity": self.capacity.snapshot()["total"],
         }
         self.history.record_slot(state, self.last_decision)
         logger.info("slot %d: %s (policy %.3fs, round %.3fs)", slot, allocation, policy_s, round_s)
@@ -517,14 +539,13 @@ class SchedulerCore:
         for j in state.jobs:
             job = self.jobs[j.job_id]
             job.slots_run = state.slot - job.arrival_slot
-            if j.job_id in plan.unchanged:
-                job.slots_since_rescale += 1
-                # a counter, stored like progress (at most every PROGRESS_PERSIST_SECONDS, and with
-                # any other change of the job): with the paper's 20-minute slots that is every
-                # slot; with the benches' 5-s slots one write per job per slot was most of the
-                # loop's time at 1000+ jobs
-                self.book.progress_changed(job, now, PROGRESS_PERSIST_SECONDS)
             granted = plan.placement.granted.get_counts(j.job_id)
+            # the rescale bookkeeping of the simulator, booked at the decision as there
+            booked = account_counts(job.ledger, state.slot, (j.num_ps, j.num_workers),
+                                    (granted.num_ps, granted.num_workers), j.restart_cost_seconds, state.slot_seconds)
+            if booked.ledger != job.ledger:
+                job.ledger = booked.ledger
+                self.dirty(job)
             if granted.is_zero:
                 self.intended.pop(j.job_id, None)
             else:
@@ -576,6 +597,7 @@ _HANDLERS: dict[type, Callable[[SchedulerCore, Any], None]] = {
     ev.FrameworkMessage: SchedulerCore._on_message,
     ev.AgentLost: SchedulerCore._on_agent_lost,
     ev.ExecutorLost: SchedulerCore._on_executor_lost,
+    ev.AgentInventory: SchedulerCore._on_inventory,
     ev.MesosError: SchedulerCore._on_error,
     ev.SubmitJob: SchedulerCore._on_submit,
     ev.CancelJob: SchedulerCore._on_cancel,

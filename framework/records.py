@@ -16,6 +16,7 @@ from dl2_mesos.errors import Dl2Error
 from dl2_mesos.jobs import JobPhase, JobSpec
 from dl2_mesos.messages import ClusterSpec, Endpoint
 from dl2_mesos.resources import Resources
+from dl2_mesos.slot_accounting import RescaleLedger
 
 #: Mesos task states after which a task uses no resources.
 TERMINAL_TASK_STATES = frozenset(
@@ -131,8 +132,9 @@ class FrameworkJob:
     cluster: ClusterSpec | None = None  # the current generation's shape
     tasks: dict[str, TaskRecord] = field(default_factory=dict)
     slots_run: int = 0
-    slots_since_rescale: int = 0
-    rescales: int = 0
+    # rescale bookkeeping, booked at each slot decision by the rule the simulator uses
+    # (dl2_mesos.slot_accounting.account_counts); the core starts it at the arrival slot
+    ledger: RescaleLedger = field(default_factory=lambda: RescaleLedger(0))
     restart_count: int = 0
     failures: int = 0
     measured_eps: float | None = None
@@ -146,12 +148,15 @@ class FrameworkJob:
     previous_stop: str = "none"
     idempotency_key: str = ""  # the submission's Idempotency-Key header, if any
     request_digest: str = ""  # spec_digest of the submitted spec (with idempotency_key)
+    started_at: float | None = None  # wall clock it first ran (queue wait = started_at - submitted_at)
     _cluster_json: tuple[Any, dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     def set_phase(self, phase: JobPhase, now: float, message: str = "") -> None:
         if phase != self.phase:
             self.phase = phase
             self.phase_times[phase.value] = now
+            if phase == JobPhase.RUNNING and self.started_at is None:
+                self.started_at = now
         if message:
             self.message = message
 
@@ -184,14 +189,15 @@ class FrameworkJob:
             "epochs_done": self.epochs_done, "generation": self.generation,
             "cluster": self._cluster_dict(),
             "tasks": {k: t.to_dict() for k, t in self.tasks.items()},
-            "slots_run": self.slots_run, "slots_since_rescale": self.slots_since_rescale,
-            "rescales": self.rescales, "restart_count": self.restart_count, "failures": self.failures,
+            "slots_run": self.slots_run, "rescale_ledger": self.ledger.to_dict(),
+            "restart_count": self.restart_count, "failures": self.failures,
             "measured_eps": self.measured_eps,
             "last_progress": list(self.last_progress) if self.last_progress else None,
             "rescale_waiting": dict(self.rescale_waiting), "checkpoint_uri": self.checkpoint_uri,
             "last_checkpoint": dict(self.last_checkpoint), "message": self.message,
             "task_seq": self.task_seq, "previous_stop": self.previous_stop,
             "idempotency_key": self.idempotency_key, "request_digest": self.request_digest,
+            "started_at": self.started_at,
         }
 
     def _cluster_dict(self) -> dict[str, Any] | None:
@@ -227,14 +233,20 @@ class FrameworkJob:
             epochs_done=d["epochs_done"], generation=d["generation"],
             cluster=cluster_from_dict(d["cluster"]) if d.get("cluster") else None,
             tasks={k: TaskRecord.from_dict(t) for k, t in d["tasks"].items()},
-            slots_run=d["slots_run"], slots_since_rescale=d["slots_since_rescale"], rescales=d["rescales"],
+            slots_run=d["slots_run"], ledger=_ledger_from(d),
             restart_count=d["restart_count"], failures=d["failures"], measured_eps=d.get("measured_eps"),
             last_progress=tuple(d["last_progress"]) if d.get("last_progress") else None,  # type: ignore[arg-type]
             rescale_waiting=dict(d.get("rescale_waiting", {})), checkpoint_uri=d.get("checkpoint_uri", ""),
             last_checkpoint=dict(d.get("last_checkpoint", {})), message=d.get("message", ""),
             task_seq=d.get("task_seq", 0), previous_stop=d.get("previous_stop", "none"),
             idempotency_key=str(d.get("idempotency_key", "")), request_digest=str(d.get("request_digest", "")),
+            started_at=_time_or_none(d.get("started_at", (d.get("phase_times") or {}).get("running"))),
         )
+
+    @property
+    def rescales(self) -> int:
+        """Slots that restarted the job from its checkpoint (grow, shrink, resume)."""
+        return self.ledger.rescales
 
     def public(self) -> dict[str, Any]:
         """The job as the HTTP API shows it."""
@@ -245,7 +257,7 @@ class FrameworkJob:
             "num_ps": self.num_ps, "num_workers": self.num_workers, "generation": self.generation,
             "rescales": self.rescales, "restart_count": self.restart_count,
             "measured_epochs_per_second": self.measured_eps, "submitted_at": self.submitted_at,
-            "phase_times": dict(self.phase_times), "message": self.message,
+            "phase_times": dict(self.phase_times), "message": self.message, "started_at": self.started_at,
             "checkpoint_uri": self.checkpoint_uri,
             "tasks": [
                 {"task_id": t.task_id, "role": t.role, "rank": t.rank, "agent_id": t.agent_id,
@@ -254,6 +266,20 @@ class FrameworkJob:
             ],
             "spec": self.spec.to_dict(),
         }
+
+
+def _time_or_none(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _ledger_from(d: dict[str, Any]) -> RescaleLedger:
+    """The rescale ledger of a stored job; records written before the ledger kept
+    ``slots_since_rescale`` and ``rescales`` instead."""
+    if "rescale_ledger" in d:
+        return RescaleLedger.from_dict(d["rescale_ledger"])
+    since = int(d.get("slots_since_rescale", 0))
+    ran = bool(d.get("generation")) or bool(d.get("tasks")) or float(d.get("epochs_done", 0)) > 0
+    return RescaleLedger(int(d["arrival_slot"]) + int(d["slots_run"]) - since, ran, int(d.get("rescales", 0)))
 
 
 def cluster_from_dict(d: dict[str, Any]) -> ClusterSpec:

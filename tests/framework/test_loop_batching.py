@@ -150,9 +150,9 @@ def test_when_storing_a_batch_fails_none_of_its_commands_is_answered_as_done():
         loop.stop()
 
 
-def test_the_slot_counter_of_an_unchanged_job_is_stored_like_progress_not_every_short_slot():
-    from dl2_mesos.framework.job_lifecycle import PROGRESS_PERSIST_SECONDS
-
+def test_an_unchanged_running_job_is_not_rewritten_every_slot():
+    """At 1000-5000 jobs and the benches' 5-s slots, one write per job per slot was most of the
+    loop's time: a job whose counts stay is written when something of it changes, not per slot."""
     from .conftest import make_offer
 
     h = Harness()  # 10-s slots
@@ -161,18 +161,18 @@ def test_the_slot_counter_of_an_unchanged_job_is_stored_like_progress_not_every_
     h.offer(make_offer("a1"))
     h.tick()
     h.run_all(job)
-    writes: list[int] = []
+    h.next_slot()
+    h.core.flush()
+    writes: list[str] = []
     put_job = h.core.store.put_job
 
     def counting_put(j) -> None:  # noqa: ANN001
         if j.job_id == job.job_id:
-            writes.append(j.slots_since_rescale)
+            writes.append(j.phase.value)
         put_job(j)
 
     h.core.store.put_job = counting_put
-    for _ in range(12):  # 120 s of unchanged slots
+    for _ in range(12):  # 120 s of slots with the same counts
         h.next_slot()
         h.core.flush()
-    assert h.core.jobs[job.job_id].slots_since_rescale >= 11
-    assert 2 <= len(writes) <= 120 / PROGRESS_PERSIST_SECONDS + 1, writes  # every ~30 s, not 12 times
-    assert h.store.load_jobs()[job.job_id].slots_since_rescale >= h.core.jobs[job.job_id].slots_since_rescale - 3
+    assert len(writes) <= 4, writes
