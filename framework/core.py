@@ -117,6 +117,9 @@ class SchedulerCore:
         self.usage: dict[str, dict[str, Any]] = {}
         self.replies: list[tuple[Future, Any, BaseException | None]] = []  # (future, result, error)
         self.defer_replies = False
+        # the loop sets this and flushes once per batch of events: the jobs changed by a batch are
+        # written once each, and its acknowledgements still go out only after that write
+        self.defer_flush = False
         self._meta_dirty = False
         self._slot_epochs: dict[str, float] = {}  # epochs at the start of the current slot
 
@@ -152,14 +155,16 @@ class SchedulerCore:
         logger.info("restored %d jobs, framework id %s, term %s", len(self.jobs), self.framework_id, meta["term"])
 
     def handle(self, event: Any) -> None:
-        """Apply one event, persist what changed, then acknowledge status updates."""
+        """Apply one event, persist what changed, then acknowledge status updates (with
+        ``defer_flush``, the caller persists and acknowledges later with :meth:`flush`)."""
         handler = _HANDLERS.get(type(event))
         if handler is None:
             logger.warning("ignoring unknown event %r", event)
             return
         try:
             handler(self, event)
-            self.flush()
+            if not self.defer_flush:
+                self.flush()
         finally:
             if not self.defer_replies:
                 self.resolve_replies()
@@ -339,17 +344,20 @@ class SchedulerCore:
 
     # -- commands from the API ---------------------------------------------------------------
     def _on_submit(self, e: ev.SubmitJob) -> None:
+        if not _take(e.reply):
+            return
         try:
-            job = self.submit(e.spec, e.idempotency_key)
+            job = self.submit(e.spec, e.idempotency_key, store_now=not self.defer_flush)
             self.replies.append((e.reply, job.public(), None))
         except Exception as exc:  # reported to the HTTP caller
             self.replies.append((e.reply, None, exc))
             if isinstance(exc, (StaleVersion, StoreUnavailable)):
                 raise
 
-    def submit(self, spec: JobSpec, idempotency_key: str = "") -> FrameworkJob:
-        """Add a job; it is stored before this returns. A repeated ``idempotency_key`` with the
-        same spec answers the job stored first.
+    def submit(self, spec: JobSpec, idempotency_key: str = "", *, store_now: bool = True) -> FrameworkJob:
+        """Add a job; it is stored before this returns (with ``store_now`` False: at the next
+        :meth:`flush`, which the loop makes before it answers the command). A repeated
+        ``idempotency_key`` with the same spec answers the job stored first.
 
         Raises:
             IdempotencyConflict: the key was used for another spec.
@@ -374,11 +382,14 @@ class SchedulerCore:
         )
         job.phase_times[JobPhase.PENDING.value] = now
         self.book.add(job)
-        self.flush()  # the caller gets 201 only once the job is stored
+        if store_now:
+            self.flush()  # the caller gets 201 only once the job is stored
         logger.info("job %s submitted (%s, %s epochs)", job_id, spec.job_type, spec.epochs)
         return job
 
     def _on_cancel(self, e: ev.CancelJob) -> None:
+        if not _take(e.reply):
+            return
         try:
             self.replies.append((e.reply, self.cancel(e.job_id).public(), None))
         except Exception as exc:
@@ -566,6 +577,15 @@ class SchedulerCore:
         if not want and self.offers:
             self.outbox.decline(self.offers.release_all(), "idle")
         self.outbox.want_offers(want)
+
+
+def _take(reply: Future) -> bool:
+    """Mark an API command's reply as being worked on; False when its caller withdrew it (the
+    wait timed out and the API answered 503 "retry"): then the command must do nothing."""
+    if reply.set_running_or_notify_cancel():
+        return True
+    logger.info("an API command was withdrawn by its caller before the loop reached it; not carried out")
+    return False
 
 
 _HANDLERS: dict[type, Callable[[SchedulerCore, Any], None]] = {

@@ -246,7 +246,15 @@ class Replica:
         if not self.is_leader():
             raise NotLeader()
         self.events.put(event)
-        return event.reply.result(timeout=REPLY_TIMEOUT)
+        try:
+            return event.reply.result(timeout=REPLY_TIMEOUT)
+        except TimeoutError:
+            # a command the loop has not started is withdrawn, so the 503 "retry" that follows is
+            # true: nothing was stored (before, the loop stored it later and a retry doubled the job)
+            if event.reply.cancel():
+                raise TimeoutError("the scheduling loop did not take the command in time") from None
+            # the loop is on it already: its answer comes with the next published view
+            return event.reply.result(timeout=REPLY_TIMEOUT)
 
     def submit(self, spec: JobSpec, idempotency_key: str = "") -> dict[str, Any]:
         return self._ask(ev.SubmitJob(spec, idempotency_key))
