@@ -20,6 +20,7 @@ from dl2_mesos.services.zookeeper import free_port
 from .test_e2e_local import FAKE_EXECUTOR, READ, TINY, _wait, cluster  # noqa: F401 (cluster: a fixture)
 
 pytestmark = pytest.mark.integration
+EPOCHS = 12
 
 
 def _decision_errors(api: str) -> float:
@@ -30,7 +31,8 @@ def _decision_errors(api: str) -> float:
 
 
 def _submit(api: str, name: str) -> str:
-    spec = {"job_type": "resnet-50", "epochs": 6, "name": name, **TINY}
+    # long enough (>= 10 s at the fake executor's speed) that slots with jobs follow the kill below
+    spec = {"job_type": "resnet-50", "epochs": EPOCHS, "name": name, **TINY}
     answer = requests.post(api + "/api/v1/jobs", json=spec, headers=READ, timeout=10)
     assert answer.status_code == 201, answer.text
     return answer.json()["id"]
@@ -64,7 +66,7 @@ def test_baseline_runs_every_job_to_the_end(cluster, tmp_path, policy_name, poli
         ids = [_submit(api, f"b{i}") for i in range(2)]
         try:
             running = _wait(lambda: next((j for j in requests.get(f"{api}/api/v1/jobs", headers=READ, timeout=2).json()["jobs"]
-                                          if j["phase"] == "running" and j["num_workers"] >= 1), None), 30, "a running job")
+                                          if j["phase"] == "running" and j["num_workers"] >= 1), None), 90, "a running job")
         except AssertionError as exc:
             cl = requests.get(api + "/api/v1/cluster", headers=READ, timeout=2).json()
             jobs = requests.get(f"{api}/api/v1/jobs", headers=READ, timeout=2).json()["jobs"]
@@ -80,8 +82,8 @@ def test_baseline_runs_every_job_to_the_end(cluster, tmp_path, policy_name, poli
             _wait(lambda: built[0].pid not in (None, before), 30, "a new Pollux optimiser process")
         for jid in ids:
             j = _wait(lambda: (lambda j: j if j["phase"] in ("finished", "failed") else None)(
-                requests.get(f"{api}/api/v1/jobs/{jid}", headers=READ, timeout=2).json()), 90, f"{jid} to finish")
-            assert j["phase"] == "finished" and j["epochs_done"] == 6, j
+                requests.get(f"{api}/api/v1/jobs/{jid}", headers=READ, timeout=2).json()), 150, f"{jid} to finish")
+            assert j["phase"] == "finished" and j["epochs_done"] == EPOCHS, j
         if policy_name == "tiresias":
             assert _decision_errors(api) == 0
             # non-elastic: every job ran at its one fixed size, never rescaled
