@@ -590,8 +590,15 @@ def trace_import_philly(log, seed, output):
     "finish (DL2 runs are keyed by the model file's sha256, so a new model re-runs only them).",
 )
 @click.option("--rerun", default=None, metavar="POLICY,...", help="With --cache: run these policies again.")
+@click.option(
+    "--versus",
+    default=None,
+    metavar="A:B",
+    help="Also print A's avg JCT over B's per point and seed (e.g. dl2:pollux).",
+)
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
-def matrix(policies, seeds, points, quick, model_path, workers, max_slots, out, cache_path, rerun, progress):
+def matrix(policies, seeds, points, quick, model_path, workers, max_slots, out, cache_path, rerun, versus,
+           progress):
     """Evaluate policies on the load sweep and the contended presets: one table and one plot.
 
     Per point: offered load rho, every policy's average JCT over the seeds, and its ratio to DRF,
@@ -633,6 +640,9 @@ def matrix(policies, seeds, points, quick, model_path, workers, max_slots, out, 
             load_checkpoint(model_path)  # fail fast, before any simulation
         except CheckpointError as exc:
             raise click.ClickException(str(exc)) from None
+    pair = [n.strip().lower() for n in versus.split(":")] if versus else []
+    if versus and (len(pair) != 2 or any(n not in names for n in pair)):
+        raise click.BadParameter(f"{versus!r}: want A:B, two of the policies run", param_hint="--versus")
     rerun_names = [n.strip().lower() for n in rerun.split(",") if n.strip()] if rerun else []
     if rerun_names and not cache_path:
         raise click.BadParameter("--rerun needs --cache", param_hint="--rerun")
@@ -669,6 +679,8 @@ def matrix(policies, seeds, points, quick, model_path, workers, max_slots, out, 
         except Dl2Error as exc:  # e.g. a policy's invalid allocation: name it, no traceback
             raise click.ClickException(f"matrix run failed: {type(exc).__name__}: {exc}") from None
     click.echo(mx.format_matrix(doc))
+    if pair:
+        click.echo("\n" + mx.format_versus(doc, pair[0], pair[1]))
     if cache is not None:
         used = doc["config"]["cache"]
         click.echo(f"run cache {cache_path}: {used['reused']} runs reused, {used['ran']} run")

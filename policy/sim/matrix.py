@@ -444,6 +444,27 @@ def format_matrix(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def format_versus(doc: dict[str, Any], policy: str, other: str) -> str:
+    """``policy``'s avg JCT over ``other``'s at every point: the ratio of the means over the
+    seeds, then per seed (below 1: ``policy`` is better).
+
+    Raises:
+        ConfigError: either policy was not run.
+    """
+    for name in (policy, other):
+        if name not in doc["config"]["policies"]:
+            raise ConfigError(f"{name!r} is not among the policies run")
+    lines = [f"{policy} vs {other} (avg JCT ratio of the means; per seed):"]
+    for pt in doc["points"]:
+        a, b = pt["policies"][policy], pt["policies"][other]
+        per_seed = ", ".join(
+            f"{s}: {a['per_seed'][s] / b['per_seed'][s]:.3f}" for s in a["per_seed"] if b["per_seed"][s] > 0
+        )
+        mean = f"{a['avg_jct'] / b['avg_jct']:.3f}" if b["avg_jct"] > 0 else "-"
+        lines.append(f"  {pt['point']:<14} rho {pt['rho']:.2f}: {mean}  {per_seed}")
+    return "\n".join(lines)
+
+
 def _cost(r: dict[str, Any]) -> str:
     ms = r.get("decision_cpu_ms")
     if ms is None:
@@ -514,6 +535,7 @@ __all__ = [
     "default_policies",
     "evaluate_matrix",
     "format_matrix",
+    "format_versus",
     "plot_matrix",
     "run_identity",
     "run_one",

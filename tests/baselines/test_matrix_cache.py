@@ -183,3 +183,31 @@ def test_matrix_command_cache_options(tmp_path):
     res = CliRunner().invoke(matrix_cmd, [*base, "--out", str(tmp_path / "d"), "--cache", str(cache)])
     assert res.exit_code == 1 and "line 1" in res.output and res.exception.__class__ is SystemExit
     assert not (tmp_path / "d" / "matrix.json").exists() and cache.read_text() == "garbage\n"
+
+
+def test_versus_prints_the_ratio_of_the_means_and_per_seed():
+    doc = mx.evaluate_matrix(["drf", "fifo"], [1, 2], ["tiny"], workers=1)
+    pt = doc["points"][0]["policies"]
+    text = mx.format_versus(doc, "fifo", "drf")
+    assert text.splitlines()[0] == "fifo vs drf (avg JCT ratio of the means; per seed):"
+    assert f"{pt['fifo']['avg_jct'] / pt['drf']['avg_jct']:.3f}" in text
+    assert f"2: {pt['fifo']['per_seed']['2'] / pt['drf']['per_seed']['2']:.3f}" in text
+    with pytest.raises(ConfigError, match="not among the policies run"):
+        mx.format_versus(doc, "dl2", "drf")
+
+
+@pytest.mark.parametrize("versus", ["drf", "drf:dl2", "drf:fifo:srtf"])
+def test_matrix_command_rejects_a_bad_versus(tmp_path, versus):
+    args = ["--points", "tiny", "--policies", "drf,fifo", "--seeds", "1", "--workers", "1", "--no-progress",
+            "--out", str(tmp_path), "--versus", versus]
+    res = CliRunner().invoke(matrix_cmd, args)
+    assert res.exit_code != 0 and "want A:B" in res.output
+    assert not (tmp_path / "matrix.json").exists()
+
+
+def test_matrix_command_prints_versus(tmp_path):
+    args = ["--points", "tiny", "--policies", "drf,fifo", "--seeds", "1", "--workers", "1", "--no-progress",
+            "--out", str(tmp_path), "--versus", "fifo:drf"]
+    res = CliRunner().invoke(matrix_cmd, args)
+    assert res.exit_code == 0, res.output
+    assert "fifo vs drf (avg JCT ratio of the means; per seed):" in res.output and "  tiny " in res.output
