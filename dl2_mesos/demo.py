@@ -32,17 +32,27 @@ from dl2_mesos.services.zookeeper import ZooKeeperServer, free_port, zookeeper_a
 
 logger = logging.getLogger(__name__)
 
-#: The demo workload: (job type, epochs, submit after seconds). Types differ so the policy has
-#: something to tell apart; every job runs the reference MXNet program (a small MLP).
-#: With one worker the reference program trains roughly one epoch per second on an idle core.
+#: The demo workload: (job type, epochs, submit after seconds). Every job runs the reference
+#: MXNet program (a small MLP); types differ so the policy has something to tell apart. With one
+#: worker the program trains roughly one epoch per second on an idle core.
+#: Contended on purpose: ten jobs of very different lengths arrive (eight at once, two later) on
+#: two agents that run at most four jobs at a time (a worker takes one of the agent's two GPUs
+#: or, for the CPU-only types, 2 of its 8 cpus like its PS), so the order and sizes the policy
+#: picks decide how long jobs wait. The first three stay short (``tests/demo`` runs them alone).
 WORKLOAD: tuple[tuple[str, float, float], ...] = (
     ("resnet-50", 60.0, 0.0),
-    ("dssm", 40.0, 0.0),
-    ("seq2seq", 50.0, 15.0),
-    ("vgg-16", 40.0, 30.0),
-    ("wlm", 30.0, 45.0),
-    ("inception-bn", 40.0, 60.0),
+    ("dssm", 12.0, 0.0),
+    ("seq2seq", 40.0, 0.0),
+    ("vgg-16", 10.0, 0.0),
+    ("wlm", 50.0, 0.0),
+    ("inception-bn", 15.0, 0.0),
+    ("cnn-text-classification", 20.0, 0.0),
+    ("resnext-110", 30.0, 0.0),
+    ("dssm", 10.0, 40.0),
+    ("vgg-16", 12.0, 40.0),
 )
+DEFAULT_AGENTS = 2
+DEFAULT_SLOT = "20s"
 
 
 @dataclass(frozen=True)
@@ -136,8 +146,8 @@ class _Progress:
                 self.echo(f"[{elapsed:6.1f}s]   {j['id']} now {key[1]} PS + {key[2]} workers ({ep})")
 
 
-def run_demo(*, policy: str = "dl2", agents: int = 3, cpus: float = 8, gpus: int = 2, mem: str = "16GiB",
-             num_jobs: int = len(WORKLOAD), epochs_scale: float = 1.0, slot: str = "20s", state: str = "auto", api_port: int = 0,
+def run_demo(*, policy: str = "dl2", agents: int = DEFAULT_AGENTS, cpus: float = 8, gpus: int = 2, mem: str = "16GiB",
+             num_jobs: int = len(WORKLOAD), epochs_scale: float = 1.0, slot: str = DEFAULT_SLOT, state: str = "auto", api_port: int = 0,
              timeout: float = 900.0, workdir: str | None = None, keep_running: bool = False,
              echo: Any = click.echo, json_out: str | None = None,
              on_finished: Callable[[str], None] | None = None) -> DemoResult:
@@ -200,6 +210,7 @@ def run_demo(*, policy: str = "dl2", agents: int = 3, cpus: float = 8, gpus: int
         pending = sorted(((after, jt, ep) for jt, ep, after in workload), key=lambda x: x[0])
         progress = _Progress(echo)
         submitted: list[str] = []
+        offsets: list[float] = []  # seconds after the first submission, as submitted
         start = time.monotonic()
         deadline = start + timeout
         done = False
@@ -218,6 +229,7 @@ def run_demo(*, policy: str = "dl2", agents: int = 3, cpus: float = 8, gpus: int
                 if r.status_code != 201:
                     raise click.ClickException(f"submit {jt} failed: {r.status_code} {r.text}")
                 submitted.append(r.json()["id"])
+                offsets.append(round(time.monotonic() - start, 1))
             try:
                 jobs = requests.get(f"{api}/api/v1/jobs", timeout=5).json()["jobs"]
                 cluster_view = requests.get(f"{api}/api/v1/cluster", timeout=5).json()
@@ -229,14 +241,17 @@ def run_demo(*, policy: str = "dl2", agents: int = 3, cpus: float = 8, gpus: int
             mine = [j for j in jobs if j["id"] in submitted]
             done = not pending and len(mine) == num_jobs and all(
                 j["phase"] in ("finished", "failed", "cancelled") for j in mine)
-            time.sleep(1.0)
+            # wake for the next submission on time: a compared run submits at the same offsets
+            next_at = pending[0][0] - (time.monotonic() - start) if pending else 1.0
+            time.sleep(min(1.0, max(0.05, next_at)))
 
         final = {jid: requests.get(f"{api}/api/v1/jobs/{jid}", timeout=5).json() for jid in submitted}
         rows = tuple(
             {"id": jid, "job_type": final[jid]["job_type"], "phase": final[jid]["phase"],
+             "epochs": final[jid].get("epochs"), "submitted_after": offsets[i],
              "jct_seconds": _jct(final[jid]), "rescales": final[jid]["rescales"],
              "phase_times": final[jid].get("phase_times") or {}}
-            for jid in submitted
+            for i, jid in enumerate(submitted)
         )
         result = DemoResult(policy, rows, f"{api}/", round(time.monotonic() - t0, 1))
         echo("")
@@ -277,44 +292,101 @@ def run_demo(*, policy: str = "dl2", agents: int = 3, cpus: float = 8, gpus: int
             shutil.rmtree(root, ignore_errors=True)
 
 
+def comparison_lines(first: DemoResult, second: DemoResult) -> list[str]:
+    """Both runs of the same workload side by side: per job, then the average JCTs and their ratio."""
+    a, b = first.policy, second.policy
+    lines = [f"same workload, {a} vs {b}:",
+             f"{'#':>3} {'type':<24} {'epochs':>6} {'at (s)':>6} {f'JCT {a} (s)':>14} {f'JCT {b} (s)':>14}"]
+
+    def cell(row: dict[str, Any]) -> str:
+        if row["phase"] != "finished" or row["jct_seconds"] is None:
+            return str(row["phase"])
+        return f"{row['jct_seconds']:.1f}"
+
+    for i, (ra, rb) in enumerate(zip(first.jobs, second.jobs)):
+        epochs = ra.get("epochs")
+        lines.append(f"{i + 1:>3} {ra['job_type']:<24} {'-' if epochs is None else f'{epochs:g}':>6} "
+                     f"{ra.get('submitted_after', 0.0):>6.1f} {cell(ra):>14} {cell(rb):>14}")
+    avg_a, avg_b = first.avg_jct, second.avg_jct
+    fin_a = sum(r["phase"] == "finished" for r in first.jobs)
+    fin_b = sum(r["phase"] == "finished" for r in second.jobs)
+
+    def fmt(v: float | None) -> str:
+        return "-" if v is None else f"{v:.1f}s"
+
+    lines.append(f"average JCT: {a} {fmt(avg_a)} ({fin_a}/{len(first.jobs)} finished, wall {first.wall_seconds:.0f}s)"
+                 f" | {b} {fmt(avg_b)} ({fin_b}/{len(second.jobs)} finished, wall {second.wall_seconds:.0f}s)")
+    if avg_a is not None and avg_b:
+        lines.append(f"ratio {a}/{b}: {avg_a / avg_b:.2f}")
+    return lines
+
+
+def run_comparison(policy: str, compare: str, *, echo: Any = click.echo, workdir: str | None = None,
+                   api_port: int = 0, json_out: str | None = None, **kw: Any) -> tuple[DemoResult, DemoResult]:
+    """Run the demo under ``policy`` and then, on a fresh cluster, the same workload (same
+    submissions at the same offsets) under ``compare``; print both average JCTs side by side."""
+    results = []
+    for i, name in enumerate((policy, compare)):
+        echo(f"=== run {i + 1}/2: policy {name} ===")
+        wd = None if workdir is None else str(Path(workdir) / f"{i + 1}-{name}")
+        results.append(run_demo(policy=name, echo=echo, workdir=wd, api_port=api_port, keep_running=False, **kw))
+        echo("")
+    first, second = results
+    for line in comparison_lines(first, second):
+        echo(line)
+    if json_out:
+        Path(json_out).write_text(json.dumps({"runs": [first.to_dict(), second.to_dict()],
+                                              "ratio": (first.avg_jct / second.avg_jct
+                                                        if first.avg_jct and second.avg_jct else None)}, indent=2))
+    return first, second
+
+
 @click.command()
 @click.option("--policy", default="dl2", show_default=True, help="dl2 | drf | tetris | optimus | fifo | srtf | srtf-gain | pollux | tiresias.")
-@click.option("--agents", default=3, show_default=True, type=click.IntRange(1, 64))
+@click.option("--compare", default=None, metavar="POLICY",
+              help="Afterwards run the same workload (same submissions, same offsets) under this policy "
+                   "on a fresh cluster and print both average JCTs side by side, e.g. --compare drf.")
+@click.option("--agents", default=DEFAULT_AGENTS, show_default=True, type=click.IntRange(1, 64))
 @click.option("--cpus", default=8.0, show_default=True, type=click.FloatRange(1))
 @click.option("--gpus", default=2, show_default=True, type=click.IntRange(0, 16))
 @click.option("--mem", default="16GiB", show_default=True)
 @click.option("--jobs", "num_jobs", default=len(WORKLOAD), show_default=True, type=click.IntRange(1, 100))
 @click.option("--epochs-scale", default=1.0, show_default=True, type=click.FloatRange(0.01, 100),
               help="Multiply every job's epochs (and submission delays) by this.")
-@click.option("--slot", default="20s", show_default=True, help="Slot length (short, so the demo takes minutes).")
+@click.option("--slot", default=DEFAULT_SLOT, show_default=True, help="Slot length (short, so the demo takes minutes).")
 @click.option("--state", type=click.Choice(["auto", "zookeeper", "file"]), default="auto", show_default=True,
               help="auto: embedded ZooKeeper when Java and ZooKeeper are installed, else local files.")
 @click.option("--api-port", default=0, type=click.IntRange(0, 65535), help="Framework API/status page port.")
 @click.option("--timeout", default=900.0, show_default=True, type=click.FloatRange(10))
 @click.option("--workdir", default=None, type=click.Path(file_okay=False), help="Keep sandboxes/logs here.")
 @click.option("--keep-running/--no-keep-running", default=None,
-              help="Keep the cluster and status page up after the summary (default: when on a terminal).")
+              help="Keep the cluster and status page up after the summary (default: when on a terminal; "
+                   "never with --compare).")
 @click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False), help="Write the result here.")
-def demo(policy: str, agents: int, cpus: float, gpus: int, mem: str, num_jobs: int, epochs_scale: float,
-         slot: str, state: str,
+def demo(policy: str, compare: str | None, agents: int, cpus: float, gpus: int, mem: str, num_jobs: int,
+         epochs_scale: float, slot: str, state: str,
          api_port: int, timeout: float, workdir: str | None, keep_running: bool | None,
          json_out: str | None) -> None:
     """Run the local-cluster demo: real training jobs scheduled by the DL2 policy."""
     from dl2_mesos.policy.registry import policy_names
 
-    if policy not in policy_names():
-        raise click.BadParameter(f"unknown policy {policy!r}; known: {', '.join(policy_names())}",
-                                 param_hint="--policy")
+    for name, hint in ((policy, "--policy"), (compare, "--compare")):
+        if name is not None and name not in policy_names():
+            raise click.BadParameter(f"unknown policy {name!r}; known: {', '.join(policy_names())}",
+                                     param_hint=hint)
     if keep_running is None:
-        keep_running = sys.stdout.isatty()
+        keep_running = sys.stdout.isatty() and compare is None
     # the in-process local cluster logs task-level warnings that would interleave with the
     # progress lines; its errors still show
     logging.getLogger("dl2_mesos.localmesos").setLevel(logging.ERROR)
+    size = dict(agents=agents, cpus=cpus, gpus=gpus, mem=mem, num_jobs=num_jobs, epochs_scale=epochs_scale,
+                slot=slot, state=state, timeout=timeout)
     try:
-        run_demo(policy=policy, agents=agents, cpus=cpus, gpus=gpus, mem=mem, num_jobs=num_jobs,
-                 epochs_scale=epochs_scale, slot=slot,
-                 state=state, api_port=api_port, timeout=timeout, workdir=workdir, keep_running=keep_running,
-                 json_out=json_out)
+        if compare is not None:
+            run_comparison(policy, compare, workdir=workdir, api_port=api_port, json_out=json_out, **size)
+        else:
+            run_demo(policy=policy, api_port=api_port, workdir=workdir, keep_running=keep_running,
+                     json_out=json_out, **size)
     except Stopped:
         click.echo("stopped; every process has been shut down", err=True)
         sys.exit(130)

@@ -47,6 +47,7 @@ from dl2_mesos.framework.records import (TERMINAL_TASK_STATES, FrameworkJob, Ide
                                          spec_digest)
 from dl2_mesos.framework.state_store import StateStore
 from dl2_mesos.restart_costs import RESTART_COSTS_FILE, RestartCostBook
+from dl2_mesos.slot_accounting import RescaleLedger, account_counts
 from dl2_mesos.framework.transitions import Transition
 from dl2_mesos.framework.views import build_view
 
@@ -140,6 +141,7 @@ class SchedulerCore:
         self.epoch = float(meta["epoch"])
         self.last_slot = int(meta.get("last_slot", -1))
         self.book.restore()
+        self.metrics.start_term(self.book.jobs.values())  # baseline: queue waits/JCTs observed once
         store = self.store  # counted when scraped (the online learner may quarantine a model record later)
         self.metrics.quarantined_records.set_function(lambda: len(store.quarantined) + bool(store.quarantined_meta))
         self._slot_epochs = {j.job_id: j.epochs_done for j in self.book.active()}
@@ -170,6 +172,7 @@ class SchedulerCore:
 
     def flush(self) -> None:
         """Persist changed jobs (and meta), then send the acknowledgements that waited for it."""
+        self.metrics.observe_jobs(self.book.dirty_jobs())
         acks = self.book.flush()
         if self._meta_dirty:
             meta = self.store.meta()
@@ -294,6 +297,7 @@ class SchedulerCore:
             if msg.generation == job.generation and e.executor_id in job.rescale_waiting:
                 del job.rescale_waiting[e.executor_id]
                 self.history.record_rescale(job.job_id, e.executor_id, msg, now)
+                self.metrics.observe_rescale(msg)
                 self._record_restart_cost(job, msg)
                 self.dirty(job)
                 if not msg.ok:
@@ -310,6 +314,7 @@ class SchedulerCore:
 
     def _on_agent_lost(self, e: ev.AgentLost) -> None:
         self.offers.forget_agent(e.agent_id)
+        self.metrics.forget_agent(e.agent_id)
         self._send(self.lifecycle.agent_lost(e.agent_id))
 
     def _on_executor_lost(self, e: ev.ExecutorLost) -> None:
@@ -344,11 +349,14 @@ class SchedulerCore:
                     return known
         now = self.clock()
         job_id = f"{(spec.name or spec.job_type).lower()[:40]}-{uuid.uuid4().hex[:8]}"
+        # the first slot whose decision sees the job, as in the simulator (a job submitted after
+        # this slot's decision waits for the next): ``slots_run`` (the paper's d) counts from it
+        arrival_slot = max(self.current_slot(now), self.last_slot + 1)
         job = FrameworkJob(
-            job_id=job_id, spec=spec, submitted_at=now, arrival_slot=self.current_slot(now),
+            job_id=job_id, spec=spec, submitted_at=now, arrival_slot=arrival_slot,
             arrival_time=now - self.epoch,
             checkpoint_uri=f"{self.cfg.checkpoint_root.rstrip('/')}/{job_id}",
-            idempotency_key=idempotency_key, request_digest=digest,
+            idempotency_key=idempotency_key, request_digest=digest, ledger=RescaleLedger(arrival_slot),
         )
         job.phase_times[JobPhase.PENDING.value] = now
         self.book.add(job)
@@ -392,6 +400,7 @@ class SchedulerCore:
             "slot": self.current_slot(), "slot_seconds": self.cfg.slot, "policy": policy_name,
             "last_decision": self.last_decision,
         }
+        self.metrics.observe_cluster(self.offers, self.jobs.values(), policy_name)
         policy = self.learner.describe() if self.learner is not None else {
             "name": getattr(self.policy, "name", "?"), "online_learning": False}
         return {**build_view(self.book, self.offers, self.launcher.pending, self.metrics, cluster, policy),
@@ -481,7 +490,7 @@ class SchedulerCore:
         self.metrics.round_latency.observe(round_s)
         if self.learner is not None:
             self.learner.begin_slot(state, allocation)
-            self.metrics.model_version.set(self.learner.version or 0)
+            self.metrics.observe_learner(self.learner)  # model version, rollbacks
         self.last_slot = slot
         self._meta_dirty = True
         self.metrics.slot.set(slot)
@@ -501,10 +510,13 @@ class SchedulerCore:
         for j in state.jobs:
             job = self.jobs[j.job_id]
             job.slots_run = state.slot - job.arrival_slot
-            if j.job_id in plan.unchanged:
-                job.slots_since_rescale += 1
-                self.dirty(job)
             granted = plan.placement.granted.get_counts(j.job_id)
+            # the rescale bookkeeping of the simulator, booked at the decision as there
+            booked = account_counts(job.ledger, state.slot, (j.num_ps, j.num_workers),
+                                    (granted.num_ps, granted.num_workers), j.restart_cost_seconds, state.slot_seconds)
+            if booked.ledger != job.ledger:
+                job.ledger = booked.ledger
+                self.dirty(job)
             if granted.is_zero:
                 self.intended.pop(j.job_id, None)
             else:

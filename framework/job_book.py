@@ -82,6 +82,10 @@ class JobBook:
         self._progress_saved.pop(job_id, None)
         return job
 
+    def dirty_jobs(self) -> list[FrameworkJob]:
+        """The jobs the next :meth:`flush` persists."""
+        return [self.jobs[j] for j in self._dirty if j in self.jobs]
+
     def mark_dirty(self, job: FrameworkJob) -> None:
         self._dirty.add(job.job_id)
 

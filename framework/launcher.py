@@ -156,8 +156,6 @@ class Launcher:
             launches.setdefault(t.agent_id, []).append(task_info(self.cfg, t, spec, meta))
             self.metrics.launched.labels(t.role).inc()
         if gen.continuing:
-            job.rescales += 1
-            job.slots_since_rescale = 0
             self.metrics.rescales.inc()
             job.set_phase(JobPhase.RESCALING, now, f"rescaling to generation {gen.generation} ({tr.reason})")
             for ex_id, assignments in gen.assignments.items():
@@ -166,7 +164,6 @@ class Launcher:
                 out.append(self._rescale(job, ex_id, agent, assignments))
             self.rescale_sent[job.job_id] = now
         else:
-            job.slots_since_rescale = 0
             job.set_phase(JobPhase.PENDING, now, f"launching generation {gen.generation}")
         logger.info("job %s -> generation %d: %d PS, %d workers (%d new, %d stopped)", job.job_id,
                     gen.generation, len(gen.cluster.servers), len(gen.cluster.workers), len(gen.new_tasks), len(stop))

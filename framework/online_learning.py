@@ -4,15 +4,38 @@ The core calls :meth:`OnlineLearning.end_slot` with the reward of the slot that 
 (sum over jobs of epochs trained in the slot / the job's total epochs, from reported progress)
 and :meth:`begin_slot` after each decision. With a learnable model (an
 :class:`~dl2_mesos.policy_api.OnlineModel` the policy registry builds, for ``dl2`` over its
-experience recorder and trainer) each completed slot is one experience; the trainer updates the weights and the new version is written to the state store
-(``models/...``), so a new leader resumes from it. When the mean reward of the last
-``online_window`` slots falls below ``(1 - rollback_margin)`` x the mean the starting model
-achieved over its first window, the previous version is restored and the reason logged.
+experience recorder and trainer) each completed slot is one experience; the trainer updates the
+weights and the new version is written to the state store (``models/...``), so a new leader
+resumes from it.
+
+Rollback (a guard against online updates that hurt: the paper's live phase, §4.3, keeps
+learning from the cluster's own rewards, so a bad update must not stay): every ``online_window``
+slots the slots since the last accepted model (the *checkpoint*) are judged against the
+accepted windows before them (the *reference*, the last :data:`REFERENCE_WINDOWS`). Each slot's reward is compared with its *yardstick*
+(:func:`slot_yardstick`: what the jobs active at the slot's start would earn at their minimal
+allocation), because the raw reward grows with the number of jobs and shrinks with their
+length: a cluster that simply empties, or a workload of longer jobs, would look like a
+regression. The model is rolled back to the checkpoint (kept in the store) only when
+
+* the model changed since the checkpoint (a drop under an unchanged model is the workload's
+  doing, not the update's),
+* the judged mean is below ``(1 - rollback_margin)`` x the reference mean, and
+* the drop exceeds :data:`NOISE_Z` (3) standard errors (progress reports arrive every few seconds, so one
+  short slot sees one report more or fewer than the next: that noise alone must not roll back).
+
+A window below the margin makes the model *suspect*: the reference and the checkpoint are
+held, and the slots after it are judged (the next :data:`CONFIRM_WINDOWS` windows, then one
+more, up to :data:`SUSPECT_WINDOWS` windows in all). Only that fresh evidence can roll back, so
+an unlucky window never does, and a persistent regression cannot become the reference a window
+at a time: a bad update is rolled back after three windows. After a rollback the
+restored model runs frozen for one window, which becomes the new reference (so one bad window
+cannot cascade into rolling back version after version).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections import deque
 from typing import Any
 
@@ -20,6 +43,42 @@ from dl2_mesos.policy_api import OnlineModel
 from dl2_mesos.framework.state_store import StateStore
 
 logger = logging.getLogger(__name__)
+
+
+#: Windows a suspect drop (below the margin, within the noise) is judged over before it is accepted.
+SUSPECT_WINDOWS = 4
+#: Fresh windows after the suspect one that must confirm a drop before a rollback.
+CONFIRM_WINDOWS = 2
+#: A drop must exceed this many standard errors (the reference is built from accepted windows,
+#: which lean high: a stricter bar than the textbook 2 keeps noise from rolling back).
+NOISE_Z = 3.0
+#: Accepted windows the reference spans.
+REFERENCE_WINDOWS = 3
+
+
+def slot_yardstick(state: Any) -> float | None:
+    """What a slot's reward is compared with: the reward the jobs active at its start would
+    earn in one slot at their minimal allocation (the speed table's epochs per slot at
+    ``min_ps``/``min_workers`` over each job's epochs). The raw reward grows with the number of
+    jobs and shrinks with their length, so a cluster that empties, or a workload of longer
+    jobs, would otherwise look like a regression of the model; against the yardstick, queued
+    jobs, poor sizes and restarts still show. None without jobs (or a state without them)."""
+    from dl2_mesos.speed_model import default_speed_model
+
+    jobs = getattr(state, "jobs", None)
+    if not jobs:
+        return None
+    speed = default_speed_model()
+    total = 0.0
+    for job in jobs:
+        spec = job.spec
+        try:
+            eps = speed.epochs_per_second(spec.job_type, max(1, spec.min_ps) if spec.uses_ps else 0,
+                                          max(1, spec.min_workers), spec.uses_ps)
+        except (KeyError, ValueError):
+            eps = 0.0
+        total += eps * state.slot_seconds / spec.epochs if eps > 0 and spec.epochs > 0 else 1.0 / len(jobs)
+    return total or None
 
 
 class OnlineLearning:
@@ -31,7 +90,8 @@ class OnlineLearning:
         policy_name: for display.
         enabled: False freezes the model (``--no-online-learning``).
         window: slots per reward window.
-        margin: relative drop below the starting model's reward that triggers a rollback.
+        margin: relative drop of the reward (against its yardstick) below the reference window's
+            that, when also beyond noise, triggers a rollback (see the module docstring).
         keep: model versions kept in the store.
     """
 
@@ -44,9 +104,10 @@ class OnlineLearning:
         self.window = window
         self.margin = margin
         self.keep = max(2, keep)
-        self.rewards: deque[float] = deque(maxlen=200)
+        self.rewards: deque[float] = deque(maxlen=200)  # relative to the slot's yardstick
         self.info: dict[str, Any] = {}
         self._since_check = 0
+        self._slot_yardstick: float | None = None
 
     def start(self) -> None:
         """Resume the stored model version, or store the starting model as version 1."""
@@ -62,8 +123,8 @@ class OnlineLearning:
                 logger.info("online learning: resumed model version %s from the state store", version)
                 return
             logger.error("model version %s missing from the store; starting from the loaded model", version)
-        self.info = {"current": 1, "history": [1], "baseline": None, "baseline_rewards": [],
-                     "rollbacks": [], "recent_rewards": []}
+        self.info = {"current": 1, "history": [1], "baseline": None, "reference": [], "checkpoint": 1,
+                     "probation": False, "rollbacks": [], "recent_rewards": []}
         self._tell_version(1)
         self.store.put_model(1, self.adapter.dump(), {"parent": None, "reason": "starting model"})
         self.store.put_models(self.info)
@@ -77,7 +138,10 @@ class OnlineLearning:
         return self.info.get("current")
 
     def begin_slot(self, state: Any, allocation: Any) -> None:
-        """Called after each decision (the adapter's policy already recorded its inferences)."""
+        """Called after each decision (the adapter's policy already recorded its inferences).
+
+        Notes what the coming slot's reward is judged against (:func:`slot_yardstick`)."""
+        self._slot_yardstick = slot_yardstick(state)
 
     def end_slot(self, reward: float | None, policy: Any = None) -> None:
         """Account the reward of the slot that ended; update the model; maybe roll back.
@@ -85,29 +149,23 @@ class OnlineLearning:
         ``reward`` None means no job was active: the slot says nothing about the policy, so it
         neither counts towards a rollback nor becomes experience.
         """
+        yardstick, self._slot_yardstick = self._slot_yardstick, None
         if reward is None:
             if self.adapter is not None:
                 self.adapter.skip_slot()
             return
-        self.rewards.append(reward)
+        self.rewards.append(reward / yardstick if yardstick else reward)
         info = self.info
         info.setdefault("recent_rewards", [])
         info["recent_rewards"] = (info["recent_rewards"] + [round(reward, 6)])[-50:]
         if self.adapter is None:
             return
         had = self.adapter.complete_slot(reward)
-        if info.get("baseline") is None:
-            info.setdefault("baseline_rewards", []).append(reward)
-            if len(info["baseline_rewards"]) >= self.window:
-                info["baseline"] = sum(info["baseline_rewards"]) / len(info["baseline_rewards"])
-                logger.info("online learning: starting model's reward baseline %.4f", info["baseline"])
-                self._since_check = 0
-        else:
-            self._since_check += 1
-            if self._since_check >= self.window and self._check_rollback():
-                self.store.put_models(info)
-                return
-        if self.enabled and had and self.adapter.update():
+        self._since_check += 1
+        if self._since_check >= self.window and self._end_window():
+            self.store.put_models(info)
+            return
+        if self.enabled and had and not info.get("probation") and self.adapter.update():
             self._new_version("online update")
         self.store.put_models(info)
 
@@ -121,35 +179,85 @@ class OnlineLearning:
         info["current"] = version
         info["history"] = (info.get("history", []) + [version])[-self.keep:]
         for v in self.store.model_versions():
-            if v not in info["history"] and v != 1:
+            if v not in info["history"] and v not in (1, info.get("checkpoint")):
                 self.store.delete_model(v)
         logger.debug("online learning: model version %d", version)
 
-    def _check_rollback(self) -> bool:
+    def _end_window(self) -> bool:
+        """Judge the slots since the checkpoint; True when it rolled the model back.
+
+        A window below the margin makes the model *suspect*: the reference and the checkpoint
+        are held and the windows after it are judged (see the module docstring)."""
         info = self.info
         self._since_check = 0
-        recent = list(self.rewards)[-self.window:]
-        base = info.get("baseline") or 0.0
-        mean = sum(recent) / len(recent)
-        if base <= 0 or mean >= (1.0 - self.margin) * base:
+        reference = info.get("reference") or []
+        suspect = int(info.get("suspect") or 0)
+        # a suspect window only triggers a closer look: the slots judged then are the ones after
+        # it (fresh evidence; judging it again would count the same unlucky slots twice)
+        judged = [round(r, 6) for r in list(self.rewards)[-self.window * max(1, suspect):]]
+        window = judged[-self.window:]
+        # a window below the margin first makes the model suspect; only the fresh slots after it,
+        # two windows at least, can roll it back (an unlucky window or two never do)
+        rolled_back = bool(reference) and suspect >= CONFIRM_WINDOWS and self._check_rollback(reference, judged)
+        mean = sum(window) / len(window)
+        ref_mean = sum(reference) / len(reference) if reference else None
+        logger.info("online learning: window reward %.4f of its yardstick (reference %s), model %s (checkpoint %s)%s",
+                    mean, "-" if ref_mean is None else f"{ref_mean:.4f}", info.get("current"),
+                    info.get("checkpoint"), ", rolled back" if rolled_back else "")
+        if rolled_back:
+            info["suspect"] = 0
+            return True
+        below = ref_mean is not None and sum(judged) / len(judged) < (1.0 - self.margin) * ref_mean
+        if below and info.get("checkpoint") != info.get("current") and suspect + 1 < SUSPECT_WINDOWS:
+            info["suspect"] = suspect + 1  # hold the reference and the checkpoint; judge more slots
             return False
-        history = info.get("history", [])
-        if len(history) < 2:
+        # the accepted slots join the reference (its last REFERENCE_WINDOWS windows: one lucky
+        # window must not become the bar), the last model is the checkpoint
+        info["suspect"] = 0
+        info["reference"] = (list(reference) + judged)[-self.window * REFERENCE_WINDOWS:]
+        info["baseline"] = sum(info["reference"]) / len(info["reference"])
+        info["checkpoint"] = info.get("current")
+        info["probation"] = False
+        return False
+
+    @staticmethod
+    def _drop_is_significant(reference: list[float], window: list[float], margin: float) -> tuple[bool, str]:
+        """Whether ``window`` is worse than ``reference`` beyond the margin and the noise."""
+        ref_mean = sum(reference) / len(reference)
+        mean = sum(window) / len(window)
+
+        def var(xs: list[float], m: float) -> float:
+            return sum((x - m) ** 2 for x in xs) / max(1, len(xs) - 1)
+
+        stderr = math.sqrt(var(reference, ref_mean) / len(reference) + var(window, mean) / len(window))
+        worse = ref_mean > 0 and mean < (1.0 - margin) * ref_mean and ref_mean - mean > NOISE_Z * stderr
+        why = (f"mean reward {mean:.4f} of the yardstick over the last {len(window)} slots is below "
+               f"{1 - margin:.0%} of the reference window's {ref_mean:.4f} "
+               f"(drop {ref_mean - mean:.4f} > {NOISE_Z:g} x its standard error {stderr:.4f})")
+        return worse, why
+
+    def _check_rollback(self, reference: list[float], window: list[float]) -> bool:
+        info = self.info
+        checkpoint, bad = info.get("checkpoint"), info.get("current")
+        if checkpoint is None or checkpoint == bad:
+            return False  # the model did not change: a drop is the workload's doing
+        worse, reason = self._drop_is_significant(reference, window, self.margin)
+        if not worse:
             return False
-        bad, prev = history[-1], history[-2]
-        blob = self.store.get_model(prev)
+        blob = self.store.get_model(int(checkpoint))
         if blob is None:
-            logger.error("online learning: cannot roll back, version %s missing", prev)
+            logger.error("online learning: cannot roll back, version %s missing", checkpoint)
             return False
         assert self.adapter is not None  # only a learnable model has versions to roll back to
         self.adapter.load(blob)
-        self._tell_version(int(prev))
-        reason = (f"mean reward {mean:.4f} over the last {len(recent)} slots is below "
-                  f"{1 - self.margin:.0%} of the starting model's {base:.4f}")
-        logger.warning("online learning: rolling back model version %s -> %s: %s", bad, prev, reason)
-        info["history"] = history[:-1]
-        info["current"] = prev
-        info.setdefault("rollbacks", []).append({"from": bad, "to": prev, "reason": reason})
+        self._tell_version(int(checkpoint))
+        logger.warning("online learning: rolling back model version %s -> %s: %s", bad, checkpoint, reason)
+        history = info.get("history", [])
+        info["history"] = history[:history.index(checkpoint) + 1] if checkpoint in history else [checkpoint]
+        info["current"] = checkpoint
+        info.setdefault("rollbacks", []).append({"from": bad, "to": checkpoint, "reason": reason})
+        info["probation"] = True  # the restored model runs frozen for a window: the new reference
+        info["reference"] = []
         self.rewards.clear()
         return True
 
@@ -164,6 +272,8 @@ class OnlineLearning:
             "baseline_reward": self.info.get("baseline"),
             "recent_rewards": list(self.info.get("recent_rewards", []))[-20:],
             "rollbacks": list(self.info.get("rollbacks", []))[-10:],
+            "checkpoint": self.info.get("checkpoint"),
+            "probation": bool(self.info.get("probation")),
             "window": self.window,
             "rollback_margin": self.margin,
         }

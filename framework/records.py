@@ -16,6 +16,7 @@ from dl2_mesos.errors import Dl2Error
 from dl2_mesos.jobs import JobPhase, JobSpec
 from dl2_mesos.messages import ClusterSpec, Endpoint
 from dl2_mesos.resources import Resources
+from dl2_mesos.slot_accounting import RescaleLedger
 
 #: Mesos task states after which a task uses no resources.
 TERMINAL_TASK_STATES = frozenset(
@@ -131,8 +132,9 @@ class FrameworkJob:
     cluster: ClusterSpec | None = None  # the current generation's shape
     tasks: dict[str, TaskRecord] = field(default_factory=dict)
     slots_run: int = 0
-    slots_since_rescale: int = 0
-    rescales: int = 0
+    # rescale bookkeeping, booked at each slot decision by the rule the simulator uses
+    # (dl2_mesos.slot_accounting.account_counts); the core starts it at the arrival slot
+    ledger: RescaleLedger = field(default_factory=lambda: RescaleLedger(0))
     restart_count: int = 0
     failures: int = 0
     measured_eps: float | None = None
@@ -184,8 +186,8 @@ class FrameworkJob:
             "epochs_done": self.epochs_done, "generation": self.generation,
             "cluster": self._cluster_dict(),
             "tasks": {k: t.to_dict() for k, t in self.tasks.items()},
-            "slots_run": self.slots_run, "slots_since_rescale": self.slots_since_rescale,
-            "rescales": self.rescales, "restart_count": self.restart_count, "failures": self.failures,
+            "slots_run": self.slots_run, "rescale_ledger": self.ledger.to_dict(),
+            "restart_count": self.restart_count, "failures": self.failures,
             "measured_eps": self.measured_eps,
             "last_progress": list(self.last_progress) if self.last_progress else None,
             "rescale_waiting": dict(self.rescale_waiting), "checkpoint_uri": self.checkpoint_uri,
@@ -227,7 +229,7 @@ class FrameworkJob:
             epochs_done=d["epochs_done"], generation=d["generation"],
             cluster=cluster_from_dict(d["cluster"]) if d.get("cluster") else None,
             tasks={k: TaskRecord.from_dict(t) for k, t in d["tasks"].items()},
-            slots_run=d["slots_run"], slots_since_rescale=d["slots_since_rescale"], rescales=d["rescales"],
+            slots_run=d["slots_run"], ledger=_ledger_from(d),
             restart_count=d["restart_count"], failures=d["failures"], measured_eps=d.get("measured_eps"),
             last_progress=tuple(d["last_progress"]) if d.get("last_progress") else None,  # type: ignore[arg-type]
             rescale_waiting=dict(d.get("rescale_waiting", {})), checkpoint_uri=d.get("checkpoint_uri", ""),
@@ -235,6 +237,11 @@ class FrameworkJob:
             task_seq=d.get("task_seq", 0), previous_stop=d.get("previous_stop", "none"),
             idempotency_key=str(d.get("idempotency_key", "")), request_digest=str(d.get("request_digest", "")),
         )
+
+    @property
+    def rescales(self) -> int:
+        """Slots that restarted the job from its checkpoint (grow, shrink, resume)."""
+        return self.ledger.rescales
 
     def public(self) -> dict[str, Any]:
         """The job as the HTTP API shows it."""
@@ -254,6 +261,16 @@ class FrameworkJob:
             ],
             "spec": self.spec.to_dict(),
         }
+
+
+def _ledger_from(d: dict[str, Any]) -> RescaleLedger:
+    """The rescale ledger of a stored job; records written before the ledger kept
+    ``slots_since_rescale`` and ``rescales`` instead."""
+    if "rescale_ledger" in d:
+        return RescaleLedger.from_dict(d["rescale_ledger"])
+    since = int(d.get("slots_since_rescale", 0))
+    ran = bool(d.get("generation")) or bool(d.get("tasks")) or float(d.get("epochs_done", 0)) > 0
+    return RescaleLedger(int(d["arrival_slot"]) + int(d["slots_run"]) - since, ran, int(d.get("rescales", 0)))
 
 
 def cluster_from_dict(d: dict[str, Any]) -> ClusterSpec:

@@ -39,7 +39,7 @@ from dl2_mesos.framework.loop import SchedulingLoop
 # pymesos installs a SIGINT handler when imported, which only works on the main thread: import
 # it here (module import time), never first inside a leadership thread.
 from dl2_mesos.framework.mesos_scheduler import Dl2MesosScheduler  # noqa: E402
-from dl2_mesos.framework.metrics import FrameworkMetrics
+from dl2_mesos.framework.metrics import FrameworkMetrics, RefusedSubmissions
 from dl2_mesos.framework.online_learning import OnlineLearning
 from dl2_mesos.framework.state_store import StateStore
 from dl2_mesos.framework.task_info import framework_info
@@ -276,7 +276,7 @@ class Replica:
         app = create_app(backend, api_token=self.cfg.api_token, read_token=self.cfg.api_read_token,
                          open_reads=self.cfg.api_open_reads, max_body_bytes=self.cfg.max_body_bytes)
         cap = connection_cap(self.cfg.api_max_connections)
-        config = uvicorn.Config(app, log_level="warning", access_log=False,
+        config = uvicorn.Config(RefusedSubmissions(app, self.metrics), log_level="warning", access_log=False,
                                 http=guarded_h11(cap, self.cfg.api_header_timeout),
                                 timeout_keep_alive=max(1, round(self.cfg.api_keep_alive)),
                                 h11_max_incomplete_event_size=MAX_HEAD_BYTES, backlog=min(2048, cap))

@@ -48,8 +48,7 @@ def snapshot(jobs: Sequence[FrameworkJob], offers: OfferBook, *, slot: int, now:
         views.append(job_view(
             j.job_id, j.spec, slot=slot, arrival_slot=j.arrival_slot, arrival_time=j.arrival_time,
             epochs_done=j.epochs_done, num_ps=sum(t.role == "ps" for t in live),
-            num_workers=sum(t.role == "worker" for t in live), slots_since_rescale=j.slots_since_rescale,
-            rescales=j.rescales, measured_epochs_per_second=j.measured_eps,
+            num_workers=sum(t.role == "worker" for t in live), ledger=j.ledger, measured_epochs_per_second=j.measured_eps,
             measured_restart_seconds=measured_restart(j.spec.job_type) if measured_restart else None,
         ))
         for t in live:

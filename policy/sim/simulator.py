@@ -20,8 +20,9 @@ Semantics (the authors' prototype's, with explicit choices where it is silent or
   and starts a slot with (PS, workers) different from the previous slot -- a grow, a shrink, a
   resume after being preempted -- is charged its restart cost that slot: it trains only
   ``slot_seconds - restart_seconds``. The first launch is free (no checkpoint to restore).
-  Each such slot counts as one *rescale*. The cost is, in order of precedence, the job spec's
-  ``restart_seconds``, ``SimConfig.restart_seconds[type]``, ``JobType.restart_seconds``
+  Each such slot counts as one *rescale*. This bookkeeping (and ``slots_since_rescale``) is
+  :func:`dl2_mesos.slot_accounting.account_counts`, the framework's too. The cost is, in order
+  of precedence, the job spec's ``restart_seconds``, ``SimConfig.restart_seconds[type]``, ``JobType.restart_seconds``
   (60 s stop + 300 s restore); ``charge_restart_cost=False`` makes it 0. The value charged is
   what ``JobView.restart_cost_seconds`` shows the policy.
 * **Completion, fractional JCT** (the prototype's slot-index arithmetic
@@ -57,7 +58,7 @@ from dl2_mesos.policy.sim.settings import SimConfig
 from dl2_mesos.policy.sim.metrics import JobRecord, RunMetrics, SlotRecord, build_metrics
 from dl2_mesos.policy.sim.trace import Trace
 from dl2_mesos.policy_api import Policy
-from dl2_mesos.slot_accounting import job_view, slot_reward
+from dl2_mesos.slot_accounting import RescaleLedger, account_counts, job_view, slot_reward
 from dl2_mesos.speed_model import default_speed_model
 
 logger = logging.getLogger(__name__)
@@ -97,9 +98,7 @@ class _Job:
         "epochs_done",
         "num_ps",
         "num_workers",
-        "rescales",
-        "last_change_slot",
-        "has_run",
+        "ledger",
         "start_time",
         "end_time",
         "measured_eps",
@@ -115,9 +114,7 @@ class _Job:
         self.epochs_done = 0.0
         self.num_ps = 0
         self.num_workers = 0
-        self.rescales = 0
-        self.last_change_slot = arrival_slot
-        self.has_run = False
+        self.ledger = RescaleLedger(last_change_slot=arrival_slot)
         self.start_time: float | None = None
         self.end_time: float | None = None
         self.measured_eps: float | None = None
@@ -134,7 +131,7 @@ class _Job:
             end_time=self.end_time,
             jct=max(0.0, end - self.arrival_time),
             finished=finished,
-            rescales=self.rescales,
+            rescales=self.ledger.rescales,
             epochs_done=self.epochs_done,
         )
 
@@ -225,8 +222,7 @@ class Simulator:
                     epochs_done=j.epochs_done,
                     num_ps=j.num_ps,
                     num_workers=j.num_workers,
-                    slots_since_rescale=self.slot - j.last_change_slot,
-                    rescales=j.rescales,
+                    ledger=j.ledger,
                     measured_epochs_per_second=j.measured_eps,
                 )
                 for j in self._active.values()
@@ -291,23 +287,19 @@ class Simulator:
         noise = self.config.speed_noise
         for job in self._active.values():
             g = granted.get_counts(job.job_id)
-            prev = (job.num_ps, job.num_workers)
             now_counts = (g.num_ps, g.num_workers)
-            if now_counts != prev:
-                job.last_change_slot = self.slot
+            booked = account_counts(job.ledger, self.slot, (job.num_ps, job.num_workers), now_counts,
+                                    job.restart_seconds, slot_s)
+            job.ledger = booked.ledger
+            job.num_ps, job.num_workers = now_counts
             if g.is_zero:
-                job.num_ps, job.num_workers = 0, 0
                 continue
             running += 1
-            restart = 0.0
-            if job.has_run and now_counts != prev:
-                restart = min(slot_s, job.restart_seconds)
-                job.rescales += 1
+            restart = booked.restart_seconds
+            if booked.restarted:
                 rescaled.append(job.job_id)
-            if not job.has_run:
-                job.has_run = True
+            if job.start_time is None:
                 job.start_time = self.now
-            job.num_ps, job.num_workers = now_counts
             eps = self.speed_model.epochs_per_second(
                 job.spec.job_type, g.num_ps, g.num_workers, job.spec.uses_ps
             )

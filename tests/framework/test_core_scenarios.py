@@ -443,3 +443,42 @@ def test_job_still_starting_is_not_rescaled():
     h.offer(make_offer("a1"))
     h.next_slot()
     assert job.generation == 1 and job.num_workers == 2
+
+
+def test_rescale_bookkeeping_follows_the_simulators_rule():
+    """slots_since_rescale and rescales are booked at each decision by the simulator's rule
+    (dl2_mesos.slot_accounting.account_counts), not when the launch happens."""
+    policy = ScriptedPolicy()
+    h = Harness(policy)
+    h.register()
+    job = h.submit()
+    h.offer(make_offer("a1"))
+    h.tick()  # slot 0: launched (free)
+    h.run_all(job)
+    for _ in range(2):  # slots 1 and 2: unchanged
+        h.offer(make_offer("a1", cpus=3, gpus=1, mem=30000, ports=(32000, 32010)))
+        h.next_slot()
+    seen = [(s.slot, s.jobs[0].slots_since_rescale, s.jobs[0].rescales) for s in policy.states]
+    assert seen == [(0, 0, 0), (1, 1, 0), (2, 2, 0)]
+    policy.counts[0] = (1, 2)
+    h.offer(make_offer("a1", cpus=3, gpus=1, mem=30000, ports=(32000, 32010)))
+    h.next_slot()  # slot 3: grown -> one rescale, the clock restarts
+    assert job.rescales == 1 and job.ledger.last_change_slot == 3
+    h.next_slot()
+    assert (policy.states[-1].jobs[0].slots_since_rescale, policy.states[-1].jobs[0].rescales) == (1, 1)
+    # the ledger is stored with the job
+    assert h.store.load_jobs()[job.job_id].ledger == job.ledger
+
+
+def test_a_job_submitted_after_the_slots_decision_arrives_in_the_next_slot():
+    policy = ScriptedPolicy()
+    h = Harness(policy)
+    h.register()
+    h.offer(make_offer("a1"))
+    h.tick()  # slot 0 decided (no job)
+    h.clock.advance(h.cfg.slot / 2)
+    job = h.submit()
+    assert job.arrival_slot == 1  # as the simulator: first seen by slot 1's decision
+    h.offer(make_offer("a1"))
+    h.next_slot()
+    assert policy.states[-1].slot == 1 and policy.states[-1].jobs[0].slots_run == 0

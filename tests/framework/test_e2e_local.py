@@ -170,6 +170,9 @@ def test_real_executor_mxnet_job_rescaled_and_finished(cluster, tmp_path):
         assert job["phase"] == "finished", job
         assert job["rescales"] >= 1 and job["epochs_done"] == 12 and seen_progress >= 0
         assert job["measured_epochs_per_second"] > 0  # from the executor's progress reports
+        # the real executor's rescale phases reach Prometheus (test_metrics_e2e.py checks the rest)
+        scraped = requests.get(api + "/metrics", timeout=2).text
+        assert all(f'dl2_rescale_phase_seconds_count{{phase="{p}"}}' in scraped for p in ("stop", "relaunch", "total"))
     finally:
         replica.stop()
         runner.join(30)

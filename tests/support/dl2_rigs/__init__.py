@@ -2,7 +2,7 @@
 
 Fault rigs and scenarios (:mod:`.faults`, :mod:`.fault_scenarios`), bad input and load against the
 API (:mod:`.faultload`), the fault benchmark (:mod:`.faultbench`), light executors for load runs
-(:mod:`.lightexec`) and a recording TCP proxy (:mod:`.recording_proxy`).
+(:mod:`.lightexec`; paced by the speed table for the parity test, :mod:`.paced`) and a recording TCP proxy (:mod:`.recording_proxy`).
 
 ``tests/support`` is on ``sys.path`` through pytest's ``pythonpath`` setting (pyproject.toml);
 ``bench/faults.py`` adds it itself. The services they start (ZooKeeper, HDFS, the local cluster)

@@ -9,7 +9,9 @@ job's epochs are reached its tasks end TASK_FINISHED. When an executor has no ta
 closes its socket and the bash process exits, as an executor would.
 
 Run the hub as ``python -m dl2_rigs.lightexec --port P [--eps 0.05]`` (with ``tests/support`` on
-``PYTHONPATH``; :func:`dl2_rigs.faultload.agents_load` does that).
+``PYTHONPATH``; :func:`dl2_rigs.faultload.agents_load` does that). With ``--pace SCALE`` the
+executors train instead as the simulator does, at the speed table's speed of each job's counts,
+time-compressed, with a restart pause at each new generation (:mod:`dl2_rigs.paced`).
 
 The hub talks HTTP/1.1 to the agents with a few lines of asyncio streams (:class:`_AgentHttp`)
 rather than httpx: with 1000 executor streams in one httpx client, its connection pool scanned
@@ -30,6 +32,7 @@ import uuid
 from typing import Any
 
 from dl2_mesos.messages import LaunchSpec, ProgressReport, RescaleReport, RescaleRequest, decode_b64, encode_b64
+from dl2_rigs.paced import Pacer
 
 logger = logging.getLogger(__name__)
 
@@ -198,11 +201,15 @@ class _Executor:
             spec = decode_b64(task["data"])
             self.tasks[spec.task_id] = spec
             await self.status(spec.task_id, "TASK_RUNNING")
-            if spec.role == "worker" and spec.rank == 0:
+            if self.hub.pacer is not None:
+                self.hub.pacer.launched(self, spec)
+            elif spec.role == "worker" and spec.rank == 0:
                 self.hub.spawn(self.progress(spec))
         elif kind == "KILL":
             tid = event["kill"]["task_id"]["value"]
-            self.tasks.pop(tid, None)
+            gone = self.tasks.pop(tid, None)
+            if gone is not None and self.hub.pacer is not None:
+                self.hub.pacer.ended(gone.job_id, tid)
             await self.status(tid, "TASK_KILLED")
             if not self.tasks:
                 self.done.set()
@@ -212,6 +219,8 @@ class _Executor:
                 for tid, _role, _rank in msg.assignments:
                     if tid in self.tasks:
                         self.tasks[tid] = dataclasses.replace(self.tasks[tid], cluster=msg.cluster)
+                if self.hub.pacer is not None:
+                    self.hub.pacer.rescaled(msg.job_id, msg.cluster)
                 first = next((t for t, _, _ in msg.assignments), "")
                 await self.send(RescaleReport(msg.job_id, first, msg.cluster.generation, True, (("restart", 0.0),)))
         elif kind == "SHUTDOWN":
@@ -236,8 +245,11 @@ class _Executor:
 class Hub:
     """Serves the bash stand-ins; one :class:`_Executor` per connection."""
 
-    def __init__(self, eps: float = 0.05, interval: float = 0.0) -> None:
+    def __init__(self, eps: float = 0.05, interval: float = 0.0, pace: float = 0.0,
+                 restart_seconds: float = 0.0, pace_events: str = "") -> None:
         self.eps, self.interval = eps, interval
+        #: paced training (the speed table, ``pace`` simulated seconds per second), or None
+        self.pacer = Pacer(pace, restart_seconds, interval or 0.1, self.spawn, pace_events) if pace > 0 else None
         self._agents: dict[str, _AgentHttp] = {}
         self._tasks: set[asyncio.Task] = set()  # the loop keeps only weak references to tasks
         self.failed_calls = 0
@@ -279,10 +291,15 @@ def main() -> None:
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--eps", type=float, default=0.05, help="epochs per second each job 'trains'")
     p.add_argument("--interval", type=float, default=0.0,
-                   help="seconds between progress reports (0: the LaunchSpec's progress_interval_s)")
+                   help="seconds between progress reports (0: the LaunchSpec's progress_interval_s; 0.1 paced)")
+    p.add_argument("--pace", type=float, default=0.0,
+                   help="train at the speed table's speed, this many simulated seconds per second (0: --eps)")
+    p.add_argument("--restart-seconds", type=float, default=0.0,
+                   help="paced: seconds a job pauses at each new generation after its first")
+    p.add_argument("--pace-events", default="", help="paced: append generation starts and finishes here (JSON lines)")
     a = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    asyncio.run(Hub(a.eps, a.interval).serve(a.port))
+    asyncio.run(Hub(a.eps, a.interval, a.pace, a.restart_seconds, a.pace_events).serve(a.port))
 
 
 if __name__ == "__main__":
