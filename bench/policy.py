@@ -3,6 +3,7 @@
 Usage::
 
     .venv/bin/python bench/policy.py [--model FILE] [--repeat 9] [--eval] [--seeds 101-110]
+    .venv/bin/python bench/policy.py --jobs 5000 --no-slots     # only the 5000-job case
 
 Prints the median wall time of one slot's decision (``DL2Policy.decide``, the whole within-slot
 loop: features, masks, every inference, placement checks), with the fastest run and the median
@@ -108,6 +109,9 @@ def main() -> None:
     ap.add_argument("--eval", action="store_true", help="Also evaluate JCT ratios on held-out seeds.")
     ap.add_argument("--seeds", default="101-110")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--jobs", default="40,1000,5000",
+                    help="Which of the concurrent-job cases to time (comma-separated: 40, 1000, 5000).")
+    ap.add_argument("--no-slots", action="store_true", help="Skip the reference simulation's slots.")
     args = ap.parse_args()
 
     from dl2_mesos.policy.dl2.dl2_policy import DL2Policy
@@ -116,14 +120,18 @@ def main() -> None:
     print(f"model: {args.model or 'shipped'} (window J={pol.config.window}, arch {pol.config.arch}, "
           f"start {pol.config.start}); load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
           f"(wall times follow CPU times only when the machine is not oversubscribed)")
+    wanted = {int(x) for x in args.jobs.split(",") if x.strip()}
     for n_jobs, n_agents, goal in ((40, 500, 0.020), (1000, 1000, 1.0), (5000, 2000, None)):
+        if n_jobs not in wanted:
+            continue
         state = build_state(n_jobs, n_agents)
         t, t_min, t_cpu, n_alloc = time_decide(pol, state, args.repeat if goal else min(3, args.repeat))
         ok = "no goal" if goal is None else f"goal <= {goal * 1000:.0f} ms: {'OK' if t <= goal else 'over goal'}"
         print(f"decision time, {n_jobs} jobs on {n_agents} nodes ({int(state.capacity.gpus)} GPUs): "
               f"{t * 1000:.1f} ms ({ok}; min {t_min * 1000:.1f} ms, "
               f"CPU {t_cpu * 1000:.1f} ms); {n_alloc} jobs allocated; load average {os.getloadavg()[0]:.1f}")
-    typical_slots(pol, seed=101)
+    if not args.no_slots:
+        typical_slots(pol, seed=101)
     if args.eval:
         from dl2_mesos.policy.simulate_cli import parse_seeds
         from dl2_mesos.policy.dl2.evaluation import evaluate, format_table

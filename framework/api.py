@@ -36,10 +36,13 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 
 from dl2_mesos.errors import Dl2Error, InvalidJobSpec
 from dl2_mesos.framework.api_docs import install_docs
+from dl2_mesos.framework.cluster_capacity import submission_refusal
 from dl2_mesos.jobs import MAX_EXTRA_DEPTH, NAME_PATTERN, JobPhase, JobSpec
 from dl2_mesos.job_types import job_type_names
 from dl2_mesos.framework.records import IdempotencyConflict
 from dl2_mesos.framework.redaction import redact_job
+from dl2_mesos.framework.job_page import LOG_STREAMS, render_job_page, render_missing_job
+from dl2_mesos.framework.sandbox_logs import LogsError, tail
 from dl2_mesos.framework.status_page import render_standby_page, render_status_page
 
 logger = logging.getLogger(__name__)
@@ -290,7 +293,7 @@ def create_app(backend: Backend, *, api_token: str = "", read_token: str = "", o
         "responses": {"400": {"description": "malformed JSON"}, "401": {"description": "token required"},
                       "409": {"description": "Idempotency-Key reused with another spec"},
                       "413": {"description": "body too large"}, "415": {"description": "not JSON"},
-                      "422": {"description": "invalid job spec"}},
+                      "422": {"description": "invalid job spec, or one task of it fits no known agent"}},
     })
     async def submit_job(request: Request) -> Response:
         if not authorized(request):
@@ -316,6 +319,9 @@ def create_app(backend: Backend, *, api_token: str = "", read_token: str = "", o
             return _error(422, str(exc), field=exc.field, rule=exc.rule)
         except (TypeError, ValueError, OverflowError) as exc:
             return _error(422, f"invalid job spec: {str(exc)[:200]}")
+        refusal = submission_refusal(spec, backend.view().get("cluster") or {})
+        if refusal is not None:  # no known agent could ever run one of its tasks
+            return _error(422, refusal.pop("error"), **refusal)
         try:
             # submit blocks until the loop thread has taken the job: keep it off the event loop,
             # or one slow submission would stall every request (health checks included)
@@ -412,6 +418,41 @@ def create_app(backend: Backend, *, api_token: str = "", read_token: str = "", o
     def metrics() -> Response:
         return Response(backend.metrics(), media_type="text/plain; version=0.0.4")
 
+    @app.get("/jobs/{job_id}", response_class=HTMLResponse, include_in_schema=False)
+    def job_page(job_id: str, request: Request) -> Response:
+        """One job's page: times, why it waits, tasks with log links, progress, rescales."""
+        if not may_read(request):
+            return read_refused()
+        if not backend.is_leader():
+            return HTMLResponse(render_standby_page(backend.leader_url()))
+        view = backend.view()
+        job = view["jobs"].get(job_id)
+        if job is None:
+            return HTMLResponse(render_missing_job(job_id), status_code=404)
+        return HTMLResponse(render_job_page(redact_job(job), view))
+
+    @app.get("/jobs/{job_id}/tasks/{task_id}/{stream}", include_in_schema=False)
+    def task_log(job_id: str, task_id: str, stream: str, request: Request) -> Response:
+        """The end of a task's stdout or stderr, read from its Mesos sandbox (the agent's files API)."""
+        if not may_read(request):
+            return read_refused()
+        if stream not in LOG_STREAMS:
+            return _error(404, f"no log {stream[:20]!r}; logs: {', '.join(LOG_STREAMS)}")
+        view = backend.view()
+        if job_id not in view["jobs"] or not task_id.startswith(job_id + "."):
+            return _error(404, f"no task {task_id[:120]!r} of job {job_id[:80]!r}")
+        cluster = view.get("cluster") or {}
+        master = (cluster.get("capacity") or {}).get("master")
+        if not master:
+            return _error(503, "the Mesos master's HTTP address is not known yet; use `dl2 logs`")
+        try:
+            task, data, size = tail(master, cluster.get("framework_id"), job_id, task_id, stream)
+        except LogsError as exc:
+            return _error(502, str(exc))
+        head = f"==> {task.task_id} {stream} ({task.state}; last {len(data)} of {size} bytes)\n".encode()
+        return Response(head + data, media_type="text/plain; charset=utf-8",
+                        headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"})
+
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def status_page(request: Request) -> Response:
         if not may_read(request):
@@ -422,8 +463,11 @@ def create_app(backend: Backend, *, api_token: str = "", read_token: str = "", o
 
 
 def _brief(job: dict[str, Any]) -> dict[str, Any]:
-    return {k: job[k] for k in ("id", "name", "job_type", "phase", "epochs", "epochs_done", "progress",
-                                "num_ps", "num_workers", "rescales", "submitted_at", "phase_times")}
+    out = {k: job[k] for k in ("id", "name", "job_type", "phase", "epochs", "epochs_done", "progress",
+                               "num_ps", "num_workers", "rescales", "submitted_at", "phase_times")}
+    for k in ("started_at", "finished_at", "queue_wait_seconds", "jct_seconds", "pending_reason"):
+        out[k] = job.get(k)  # from the loop's view (a test double's jobs may lack them)
+    return out
 
 
 def _render_status(backend: Backend) -> str:

@@ -67,6 +67,16 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                 "additionalProperties": _NUMBER,
                 "description": "phase -> Unix time it was last entered",
             },
+            "started_at": {"type": ["number", "null"], "description": "Unix time it first ran"},
+            "finished_at": {"type": ["number", "null"], "description": "Unix time it ended"},
+            "queue_wait_seconds": {"type": ["number", "null"], "description": "submission to first run"},
+            "jct_seconds": {"type": ["number", "null"], "description": "submission to end"},
+            "pending_reason": {
+                "type": ["object", "null"],
+                "description": "why a pending job waits (null unless pending)",
+                "properties": {"code": {"type": "string"}, "short": {"type": "string"},
+                               "message": {"type": "string"}},
+            },
         },
     },
     "Job": {

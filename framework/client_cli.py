@@ -178,17 +178,28 @@ def jobs(phase: str | None, api: str, token: str, token_file: str | None, as_jso
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
-    from dl2_mesos.framework.human_time import clock, duration, jct
+    from dl2_mesos.framework.human_time import clock, duration, jct, queue_wait
 
     now = time.time()
     click.echo(f"{'ID':<32} {'TYPE':<14} {'PHASE':<10} {'EPOCHS':>11} {'PS':>3} {'W':>3} "
-               f"{'SUBMITTED':>16} {'AGE':>7} {'JCT':>7}")
+               f"{'SUBMITTED':>16} {'AGE':>7} {'WAIT':>7} {'JCT':>7}  REASON")
     for j in data["jobs"]:
         ep = f"{j['epochs_done']:.1f}/{j['epochs']:g}"
         submitted = j.get("submitted_at")
         age = duration(now - submitted) if submitted else "-"
         click.echo(f"{j['id']:<32} {j['job_type']:<14} {j['phase']:<10} {ep:>11} {j['num_ps']:>3} "
-                   f"{j['num_workers']:>3} {clock(submitted, now):>16} {age:>7} {duration(jct(j)):>7}")
+                   f"{j['num_workers']:>3} {clock(submitted, now):>16} {age:>7} {duration(queue_wait(j, now)):>7} "
+                   f"{duration(jct(j)):>7}  {_reason(j)}".rstrip())
+
+
+def _reason(job: dict[str, Any]) -> str:
+    """The short reason a pending job waits ("-" for a pending job without one; "" otherwise)."""
+    if job.get("phase") != "pending":
+        return ""
+    why = job.get("pending_reason")
+    text = str(why.get("short") or why.get("code") or "-") if isinstance(why, dict) else "-"
+    # a reason may quote an agent's status message: no terminal control sequences reach the screen
+    return "".join(c if c.isprintable() else "?" for c in text)
 
 
 @click.command("job")

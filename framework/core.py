@@ -32,8 +32,10 @@ from dl2_mesos.errors import Dl2Error, MessageSchemaError
 from dl2_mesos.jobs import JobPhase, JobSpec
 from dl2_mesos.messages import CheckpointReport, ProgressReport, RescaleReport, ResourceUsage, decode_b64
 from dl2_mesos.policy_api import Policy
+from dl2_mesos.resources import Resources
 from dl2_mesos.framework import events as ev
 from dl2_mesos.framework import slot_planner
+from dl2_mesos.framework.cluster_capacity import CapacityBook
 from dl2_mesos.framework.driver_commands import Command, Replan, SchedulerDriver
 from dl2_mesos.framework.history import History
 from dl2_mesos.framework.job_book import JobBook
@@ -42,7 +44,8 @@ from dl2_mesos.framework.kv import StaleVersion, StoreUnavailable
 from dl2_mesos.framework.launcher import Launcher
 from dl2_mesos.framework.metrics import FrameworkMetrics
 from dl2_mesos.framework.mesos_outbox import MesosOutbox
-from dl2_mesos.framework.offer_book import OfferBook, offer_id
+from dl2_mesos.framework.offer_book import OfferBook, agent_id_of, offer_id, parse_resources
+from dl2_mesos.framework.pending_reasons import explain_slot
 from dl2_mesos.framework.records import (TERMINAL_TASK_STATES, FrameworkJob, IdempotencyConflict, job_id_of_task,
                                          spec_digest)
 from dl2_mesos.framework.state_store import StateStore
@@ -97,6 +100,7 @@ class SchedulerCore:
         self.metrics = metrics or FrameworkMetrics()
         self.book = JobBook(store)
         self.offers = OfferBook()
+        self.capacity = CapacityBook()  # agents' totals (master's list, else seen in offers)
         self.launcher = Launcher(cfg, self.metrics)
         self.lifecycle = JobLifecycle(self.book, self.launcher, cfg.max_task_failures)
         self.history = History()  # bounded; what the status page and /api/v1/history show
@@ -113,6 +117,9 @@ class SchedulerCore:
         self.usage: dict[str, dict[str, Any]] = {}
         self.replies: list[tuple[Future, Any, BaseException | None]] = []  # (future, result, error)
         self.defer_replies = False
+        # the loop sets this and flushes once per batch of events: the jobs changed by a batch are
+        # written once each, and its acknowledgements still go out only after that write
+        self.defer_flush = False
         self._meta_dirty = False
         self._slot_epochs: dict[str, float] = {}  # epochs at the start of the current slot
 
@@ -148,14 +155,16 @@ class SchedulerCore:
         logger.info("restored %d jobs, framework id %s, term %s", len(self.jobs), self.framework_id, meta["term"])
 
     def handle(self, event: Any) -> None:
-        """Apply one event, persist what changed, then acknowledge status updates."""
+        """Apply one event, persist what changed, then acknowledge status updates (with
+        ``defer_flush``, the caller persists and acknowledges later with :meth:`flush`)."""
         handler = _HANDLERS.get(type(event))
         if handler is None:
             logger.warning("ignoring unknown event %r", event)
             return
         try:
             handler(self, event)
-            self.flush()
+            if not self.defer_flush:
+                self.flush()
         finally:
             if not self.defer_replies:
                 self.resolve_replies()
@@ -243,6 +252,8 @@ class SchedulerCore:
                 self.outbox.decline([offer_id(o)], "suspended")
                 continue
             self.offers.add(o, now)
+            self.capacity.observe(agent_id_of(o), o.get("hostname", ""), parse_resources(o.get("resources", []))[0],
+                                  Resources())
         self._launch_ready(now)
 
     def _on_rescinded(self, e: ev.OfferRescinded) -> None:
@@ -313,9 +324,17 @@ class SchedulerCore:
                                        "gpu_util": msg.gpu_util, "at": now}
 
     def _on_agent_lost(self, e: ev.AgentLost) -> None:
+        hit = [j.job_id for j in self.book.active() if any(t.agent_id == e.agent_id for t in j.live_tasks())]
+        self.capacity.agent_lost(e.agent_id, self.offers.hostname(e.agent_id), self.clock(), hit)
         self.offers.forget_agent(e.agent_id)
         self.metrics.forget_agent(e.agent_id)
         self._send(self.lifecycle.agent_lost(e.agent_id))
+
+    def _on_inventory(self, e: ev.AgentInventory) -> None:
+        if e.agents is None:
+            self.capacity.master_failed(e.master, e.error)
+        else:
+            self.capacity.master_agents(e.agents, e.master, self.clock())
 
     def _on_executor_lost(self, e: ev.ExecutorLost) -> None:
         logger.info("executor %s on %s exited with %s", e.executor_id, e.agent_id, e.status)
@@ -325,17 +344,20 @@ class SchedulerCore:
 
     # -- commands from the API ---------------------------------------------------------------
     def _on_submit(self, e: ev.SubmitJob) -> None:
+        if not _take(e.reply):
+            return
         try:
-            job = self.submit(e.spec, e.idempotency_key)
+            job = self.submit(e.spec, e.idempotency_key, store_now=not self.defer_flush)
             self.replies.append((e.reply, job.public(), None))
         except Exception as exc:  # reported to the HTTP caller
             self.replies.append((e.reply, None, exc))
             if isinstance(exc, (StaleVersion, StoreUnavailable)):
                 raise
 
-    def submit(self, spec: JobSpec, idempotency_key: str = "") -> FrameworkJob:
-        """Add a job; it is stored before this returns. A repeated ``idempotency_key`` with the
-        same spec answers the job stored first.
+    def submit(self, spec: JobSpec, idempotency_key: str = "", *, store_now: bool = True) -> FrameworkJob:
+        """Add a job; it is stored before this returns (with ``store_now`` False: at the next
+        :meth:`flush`, which the loop makes before it answers the command). A repeated
+        ``idempotency_key`` with the same spec answers the job stored first.
 
         Raises:
             IdempotencyConflict: the key was used for another spec.
@@ -360,11 +382,14 @@ class SchedulerCore:
         )
         job.phase_times[JobPhase.PENDING.value] = now
         self.book.add(job)
-        self.flush()  # the caller gets 201 only once the job is stored
+        if store_now:
+            self.flush()  # the caller gets 201 only once the job is stored
         logger.info("job %s submitted (%s, %s epochs)", job_id, spec.job_type, spec.epochs)
         return job
 
     def _on_cancel(self, e: ev.CancelJob) -> None:
+        if not _take(e.reply):
+            return
         try:
             self.replies.append((e.reply, self.cancel(e.job_id).public(), None))
         except Exception as exc:
@@ -399,11 +424,13 @@ class SchedulerCore:
             "framework_id": self.framework_id, "registered": self.registered, "suspended": self.suspended,
             "slot": self.current_slot(), "slot_seconds": self.cfg.slot, "policy": policy_name,
             "last_decision": self.last_decision,
+            "executor_overhead": {"cpus": self.cfg.executor_cpus, "gpus": 0.0, "mem": self.cfg.executor_mem},
         }
         self.metrics.observe_cluster(self.offers, self.jobs.values(), policy_name)
         policy = self.learner.describe() if self.learner is not None else {
             "name": getattr(self.policy, "name", "?"), "online_learning": False}
-        return {**build_view(self.book, self.offers, self.launcher.pending, self.metrics, cluster, policy),
+        return {**build_view(self.book, self.offers, self.launcher.pending, self.metrics, cluster, policy,
+                             capacity=self.capacity, now=self.clock()),
                 "history": self.history.snapshot()}
 
     # -- slots ---------------------------------------------------------------------------------
@@ -499,6 +526,8 @@ class SchedulerCore:
             "allocation": {k: [v.num_ps, v.num_workers] for k, v in allocation.items()},
             "granted": {k: [v.num_ps, v.num_workers] for k, v in plan.placement.granted.items()},
             "reward": reward,
+            "waiting": explain_slot(state, allocation, plan.placement),  # why jobs got nothing
+            "capacity": self.capacity.snapshot()["total"],
         }
         self.history.record_slot(state, self.last_decision)
         logger.info("slot %d: %s (policy %.3fs, round %.3fs)", slot, allocation, policy_s, round_s)
@@ -550,6 +579,15 @@ class SchedulerCore:
         self.outbox.want_offers(want)
 
 
+def _take(reply: Future) -> bool:
+    """Mark an API command's reply as being worked on; False when its caller withdrew it (the
+    wait timed out and the API answered 503 "retry"): then the command must do nothing."""
+    if reply.set_running_or_notify_cancel():
+        return True
+    logger.info("an API command was withdrawn by its caller before the loop reached it; not carried out")
+    return False
+
+
 _HANDLERS: dict[type, Callable[[SchedulerCore, Any], None]] = {
     ev.Registered: SchedulerCore._on_registered,
     ev.Disconnected: SchedulerCore._on_disconnected,
@@ -559,6 +597,7 @@ _HANDLERS: dict[type, Callable[[SchedulerCore, Any], None]] = {
     ev.FrameworkMessage: SchedulerCore._on_message,
     ev.AgentLost: SchedulerCore._on_agent_lost,
     ev.ExecutorLost: SchedulerCore._on_executor_lost,
+    ev.AgentInventory: SchedulerCore._on_inventory,
     ev.MesosError: SchedulerCore._on_error,
     ev.SubmitJob: SchedulerCore._on_submit,
     ev.CancelJob: SchedulerCore._on_cancel,

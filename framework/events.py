@@ -51,6 +51,15 @@ class AgentLost:
 
 
 @dataclass(frozen=True)
+class AgentInventory:
+    """The master's agent list (``agents`` None: it could not be read, ``error`` says why)."""
+
+    master: str
+    agents: tuple[Any, ...] | None
+    error: str = ""
+
+
+@dataclass(frozen=True)
 class ExecutorLost:
     executor_id: str
     agent_id: str

@@ -81,7 +81,9 @@ class History:
             "jobs": jobs,
             "changes": changes,
             "utilisation": {"allocated": _res(allocated), "known": _res(known),
-                            "offered": _res(_minus(known, allocated)), "agents": len(state.agents)},
+                            "offered": _res(_minus(known, allocated)), "agents": len(state.agents),
+                            # the cluster's capacity then (the master's agent list, else agents seen in offers)
+                            "capacity": decision.get("capacity")},
         }
         self._slots.append(record)
         return record

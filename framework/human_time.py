@@ -49,3 +49,19 @@ def jct(job: dict[str, Any]) -> float | None:
     """Job completion time in seconds (submission to end), or None while the job has not ended."""
     end, start = ended_at(job), job.get("submitted_at")
     return end - start if end is not None and start else None
+
+
+def queue_wait(job: dict[str, Any], now: float | None = None) -> float | None:
+    """Seconds from submission to the first run (the API's ``queue_wait_seconds`` when given;
+    still growing for a job that has not run and not ended)."""
+    given = job.get("queue_wait_seconds")
+    if isinstance(given, (int, float)):
+        return float(given)
+    start, submitted = job.get("started_at"), job.get("submitted_at")
+    if not submitted:
+        return None
+    if isinstance(start, (int, float)):
+        return start - submitted
+    if ended_at(job) is None:
+        return (time.time() if now is None else now) - submitted
+    return None

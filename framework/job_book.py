@@ -108,10 +108,7 @@ class JobBook:
 
     def flush(self) -> list[dict[str, Any]]:
         """Persist the changed jobs; returns the status updates that may be acknowledged now."""
-        for job_id in sorted(self._dirty):
-            job = self.jobs.get(job_id)
-            if job is not None:
-                self.store.put_job(job)
+        self.store.put_jobs([self.jobs[j] for j in sorted(self._dirty) if j in self.jobs])
         self._dirty.clear()
         acks, self._acks = self._acks, []
         return acks

@@ -43,6 +43,7 @@ class SchedulingLoop:
         self.on_fatal = on_fatal
         self._view: dict[str, Any] = core.view()
         core.defer_replies = True  # answered after the view that shows them is published
+        core.defer_flush = True  # one write per changed job per batch (acks follow the write)
         self._thread: threading.Thread | None = None
         self._stopped = threading.Event()
         self.slow_callback_seconds = 1.0
@@ -153,6 +154,16 @@ class SchedulingLoop:
                 raise
             except Exception:  # one bad event must not kill the scheduler
                 self._survived("event", event)
+            try:
+                # what the batch changed is stored, then its status updates are acknowledged and
+                # its API commands answered
+                self.core.flush()
+            except (StaleVersion, StoreUnavailable):
+                raise
+            except Exception as exc:
+                self._survived("flush", self.core)
+                # nothing the batch's commands did is known to be stored: none of them gets a 2xx
+                self.core.replies = [(fut, None, exc) for fut, _, _ in self.core.replies]
             try:
                 self.core.tick()
                 self._retention()

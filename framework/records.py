@@ -148,12 +148,15 @@ class FrameworkJob:
     previous_stop: str = "none"
     idempotency_key: str = ""  # the submission's Idempotency-Key header, if any
     request_digest: str = ""  # spec_digest of the submitted spec (with idempotency_key)
+    started_at: float | None = None  # wall clock it first ran (queue wait = started_at - submitted_at)
     _cluster_json: tuple[Any, dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     def set_phase(self, phase: JobPhase, now: float, message: str = "") -> None:
         if phase != self.phase:
             self.phase = phase
             self.phase_times[phase.value] = now
+            if phase == JobPhase.RUNNING and self.started_at is None:
+                self.started_at = now
         if message:
             self.message = message
 
@@ -194,6 +197,7 @@ class FrameworkJob:
             "last_checkpoint": dict(self.last_checkpoint), "message": self.message,
             "task_seq": self.task_seq, "previous_stop": self.previous_stop,
             "idempotency_key": self.idempotency_key, "request_digest": self.request_digest,
+            "started_at": self.started_at,
         }
 
     def _cluster_dict(self) -> dict[str, Any] | None:
@@ -236,6 +240,7 @@ class FrameworkJob:
             last_checkpoint=dict(d.get("last_checkpoint", {})), message=d.get("message", ""),
             task_seq=d.get("task_seq", 0), previous_stop=d.get("previous_stop", "none"),
             idempotency_key=str(d.get("idempotency_key", "")), request_digest=str(d.get("request_digest", "")),
+            started_at=_time_or_none(d.get("started_at", (d.get("phase_times") or {}).get("running"))),
         )
 
     @property
@@ -252,7 +257,7 @@ class FrameworkJob:
             "num_ps": self.num_ps, "num_workers": self.num_workers, "generation": self.generation,
             "rescales": self.rescales, "restart_count": self.restart_count,
             "measured_epochs_per_second": self.measured_eps, "submitted_at": self.submitted_at,
-            "phase_times": dict(self.phase_times), "message": self.message,
+            "phase_times": dict(self.phase_times), "message": self.message, "started_at": self.started_at,
             "checkpoint_uri": self.checkpoint_uri,
             "tasks": [
                 {"task_id": t.task_id, "role": t.role, "rank": t.rank, "agent_id": t.agent_id,
@@ -261,6 +266,10 @@ class FrameworkJob:
             ],
             "spec": self.spec.to_dict(),
         }
+
+
+def _time_or_none(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def _ledger_from(d: dict[str, Any]) -> RescaleLedger:

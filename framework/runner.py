@@ -35,6 +35,7 @@ from dl2_mesos.framework.http_guard import MAX_HEAD_BYTES, connection_cap, guard
 from dl2_mesos.framework.kv import FileKV, KVStore, ZooKeeperKV
 from dl2_mesos.framework.leader import LocalLeadership, ZkLeadership
 from dl2_mesos.framework.loop import SchedulingLoop
+from dl2_mesos.framework.master_inventory import MasterInventory
 
 # pymesos installs a SIGINT handler when imported, which only works on the main thread: import
 # it here (module import time), never first inside a leadership thread.
@@ -245,7 +246,15 @@ class Replica:
         if not self.is_leader():
             raise NotLeader()
         self.events.put(event)
-        return event.reply.result(timeout=REPLY_TIMEOUT)
+        try:
+            return event.reply.result(timeout=REPLY_TIMEOUT)
+        except TimeoutError:
+            # a command the loop has not started is withdrawn, so the 503 "retry" that follows is
+            # true: nothing was stored (before, the loop stored it later and a retry doubled the job)
+            if event.reply.cancel():
+                raise TimeoutError("the scheduling loop did not take the command in time") from None
+            # the loop is on it already: its answer comes with the next published view
+            return event.reply.result(timeout=REPLY_TIMEOUT)
 
     def submit(self, spec: JobSpec, idempotency_key: str = "") -> dict[str, Any]:
         return self._ask(ev.SubmitJob(spec, idempotency_key))
@@ -363,6 +372,7 @@ class Replica:
         self.metrics.leader.set(1)
         self.events = queue.Queue()
         driver = None
+        inventory = None
         try:
             check_master(self.cfg.master, self.cfg.connect_timeout)
             policy = self._policy_factory(self.cfg)
@@ -378,6 +388,8 @@ class Replica:
             driver = self._driver_factory(Dl2MesosScheduler(self.events, on_failed_over=self._failed_over,
                                                             senders=self.cfg.master_calls), info)
             driver.start()
+            inventory = self._master_inventory(driver)
+            inventory.start()
             deadline = time.monotonic() + self.cfg.connect_timeout
             while not self._stop.wait(0.2):
                 if self.leadership.must_fence():
@@ -394,6 +406,8 @@ class Replica:
             self.stop(str(exc), EXIT_CONFIG)
         finally:
             self.metrics.leader.set(0)
+            if inventory is not None:
+                inventory.stop()
             if driver is not None:
                 try:
                     driver.stop(failover=True)  # keep tasks running for the next leader
@@ -402,6 +416,19 @@ class Replica:
             if self.loop is not None:
                 self.loop.stop()
             logger.info("leadership term ended: %s", self._reason)
+
+
+    def _master_inventory(self, driver: Any) -> MasterInventory:
+        """Reads the agents' totals from the leading master (the driver's, found through ZooKeeper
+        for a zk:// master) for the cluster's capacity (see :mod:`.cluster_capacity`)."""
+        configured = None if self.cfg.master.startswith("zk://") else self.cfg.master
+
+        def master() -> str | None:
+            found = getattr(driver, "master", None)  # pymesos: the leading master's host:port
+            return found if isinstance(found, str) and found else configured
+
+        auth = (self.cfg.principal, self.cfg.secret) if self.cfg.principal and self.cfg.secret else None
+        return MasterInventory(master, self.events.put, auth=auth)
 
 
 class _BackendShim:

@@ -252,3 +252,23 @@ def stream_file(
             return
         sleep(poll)
         ended = task_ended() if task_ended is not None else False  # one more read after the end
+
+
+def tail(master: str, framework_id: str | None, job_id: str, task_id: str, path: str,
+         limit: int = READ_CHUNK, timeout: float = 5.0) -> tuple[TaskRef, bytes, int]:
+    """The last ``limit`` bytes of ``path`` in ``task_id``'s sandbox (what the job page links to):
+    (the task, the bytes, the file's size).
+
+    Raises:
+        LogsError: the task, its agent or its sandbox cannot be found or read.
+    """
+    files = MesosFiles(master, timeout=timeout)
+    state = files.master_state()
+    tasks = [t for t in files.job_tasks(job_id, framework_id, state) if t.task_id == task_id]
+    if not tasks:
+        raise LogsError(f"the Mesos master knows no task {task_id} of job {job_id}")
+    sandbox = files.sandbox(tasks[0], state)
+    _, size = files.read(sandbox, path, -1)
+    start = max(0, size - limit)
+    data, _ = files.read(sandbox, path, start, min(limit, size - start)) if size > start else (b"", start)
+    return tasks[0], data, size

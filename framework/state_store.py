@@ -233,6 +233,25 @@ class StateStore:
             raise ValueError(f"refusing to store a job with id {job.job_id[:80]!r}")
         self._put_json(f"jobs/{job.job_id}", job.to_dict())
 
+    def put_jobs(self, jobs: list[FrameworkJob]) -> None:
+        """Store several jobs; in one group commit where the backend has ``put_many`` (a file
+        store), else one after the other. Any CAS mismatch raises StaleVersion as ``put_job``."""
+        put_many = getattr(self.kv, "put_many", None)
+        if put_many is None or len(jobs) < 2:
+            for job in jobs:
+                self.put_job(job)
+            return
+        items = []
+        for job in jobs:
+            if not valid_job_id(job.job_id):
+                raise ValueError(f"refusing to store a job with id {job.job_id[:80]!r}")
+            key = f"jobs/{job.job_id}"
+            self._writable(key)
+            data = json.dumps(job.to_dict(), separators=(",", ":"), allow_nan=False).encode()
+            items.append((key, data, self._versions.get(key, -1)))
+        for (key, _, _), version in zip(items, put_many(items, self._guard())):
+            self._versions[key] = version
+
     def delete_job(self, job_id: str) -> None:
         self._delete(f"jobs/{job_id}")
 

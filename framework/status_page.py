@@ -16,7 +16,10 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from urllib.parse import quote
+
 from dl2_mesos.framework.history import RESCALE_PHASES
+from dl2_mesos.framework.human_time import duration
 
 MAX_FINISHED_JOBS = 50
 MAX_RESCALE_ROWS = 30
@@ -41,7 +44,7 @@ td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}.muted{color:#78909
 vertical-align:middle;margin-right:6px}.bar span{display:block;height:100%;background:#43a047}
 .grid{display:flex;flex-wrap:wrap;gap:10px 28px}.kv b{font-weight:600}.legend span{margin-right:12px}
 .sw{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:4px;vertical-align:middle}
-svg{vertical-align:middle}code{white-space:nowrap}footer{padding:0 20px 16px;font-size:12px;color:#78909c}
+svg{vertical-align:middle}code{white-space:nowrap}.why-row td{border-top:0;padding-top:0}.why{color:#1565c0}footer{padding:0 20px 16px;font-size:12px;color:#78909c}
 """
 
 
@@ -64,6 +67,21 @@ def _clock(ts: Any) -> str:
     if not isinstance(ts, (int, float)) or ts <= 0:
         return "–"
     return time.strftime("%H:%M:%S", time.localtime(ts))
+
+
+TIME_HEADERS = ("<th>submitted</th><th>started</th><th>finished</th><th class=n>queue wait</th>"
+                "<th class=n>JCT</th>")
+
+
+def _secs(x: Any) -> str:
+    return _e(duration(float(x))) if isinstance(x, (int, float)) and math.isfinite(x) else "–"
+
+
+def times_cells(j: dict[str, Any]) -> str:
+    """Submitted, started and finished clock times, queue wait and JCT of a job's view."""
+    return (f"<td>{_clock(j.get('submitted_at'))}</td><td>{_clock(j.get('started_at'))}</td>"
+            f"<td>{_clock(j.get('finished_at'))}</td><td class=n>{_secs(j.get('queue_wait_seconds'))}</td>"
+            f"<td class=n>{_secs(j.get('jct_seconds'))}</td>")
 
 
 def _pct(part: float, whole: float) -> float:
@@ -166,14 +184,19 @@ def _jobs_section(jobs: dict[str, dict[str, Any]], slots: Sequence[dict[str, Any
         s = series.get(jid)
         if s:
             ymax = max([v for v in s["workers"] + s["ps"] if isinstance(v, (int, float))] + [1])
-            spark = sparkline([(s["workers"], "#1e88e5"), (s["ps"], "#fb8c00", True)], step=True, ymax=ymax,
+            spark = sparkline([(s["workers"], "#1e88e5"), (s["ps"], "#fb8c00", True)], step=True, ymax=ymax, width=120,
                               title=f"{jid}: workers (blue) and PS (orange) per slot, max {ymax}")
             spark += f' <span class="muted">max {_e(ymax)}</span>'
         else:
             spark = '<span class="muted">–</span>'
         name = j.get("name") or ""
+        why = j.get("pending_reason") if phase == "pending" else None
+        # a pending job's reason gets a full-width line under its row (a narrow column hid it)
+        why_row = (f"<tr class='why-row'><td></td><td colspan='14'><span class='why' title='{_e(why.get('code', ''))}'>"
+                   f"why pending: {_e(why.get('message', ''))}</span></td></tr>") if isinstance(why, dict) else ""
         rows.append(
-            f"<tr><td><code>{_e(jid)}</code>{'<br><span class=muted>' + _e(name) + '</span>' if name and name != jid else ''}</td>"
+            f"<tr><td><a href='/jobs/{_e(quote(jid, safe=''))}'><code>{_e(jid)}</code></a>"
+            f"{'<br><span class=muted>' + _e(name) + '</span>' if name and name != jid else ''}</td>"
             f"<td>{_e(j.get('job_type', ''))}</td>"
             f'<td><span class="badge b-{_e(phase)}">{_e(phase)}</span></td>'
             f"<td>{_bar(100.0 * prog)}{_num(j.get('epochs_done'))} / {_num(j.get('epochs'), '{:g}')}"
@@ -182,22 +205,39 @@ def _jobs_section(jobs: dict[str, dict[str, Any]], slots: Sequence[dict[str, Any
             f'<td style="white-space:nowrap">{spark}</td>'
             f"<td class=n>{_num(j.get('rescales'), '{:d}')}</td>"
             f"<td class=n>{_num(j.get('measured_epochs_per_second'), '{:.3f}')}</td>"
-            f'<td class="muted">{_e(j.get("message", ""))}</td></tr>'
+            + times_cells(j)
+            + f'<td class="muted">{_e(j.get("message", ""))}</td></tr>{why_row}'
         )
-    body = "".join(rows) or '<tr><td colspan="10" class="muted">no jobs yet</td></tr>'
+    body = "".join(rows) or '<tr><td colspan="15" class="muted">no jobs yet</td></tr>'
     more = f'<p class="muted">{hidden} older ended jobs not shown (see /api/v1/jobs)</p>' if hidden else ""
     return (
         f'<section id="jobs"><h2>Jobs ({len(jobs)})</h2>'
         '<p class="legend muted"><span><i class="sw" style="background:#1e88e5"></i>workers</span>'
         '<span><i class="sw" style="background:#fb8c00"></i>parameter servers (dashed)</span> per slot</p>'
-        "<table><tr><th>job</th><th>type</th><th>state</th><th>progress (epochs)</th><th class=n>PS</th>"
+        "<div style='overflow-x:auto'><table><tr><th>job</th><th>type</th><th>state</th><th>progress (epochs)</th><th class=n>PS</th>"
         "<th class=n>workers</th><th>PS / workers over time</th><th class=n>rescales</th>"
-        f"<th class=n>epochs/s</th><th>message</th></tr>{body}</table>{more}</section>"
+        f"<th class=n>epochs/s</th>{TIME_HEADERS}<th>message</th></tr>{body}</table></div>{more}</section>"
     )
+
+
+def _capacity_note(cap: dict[str, Any]) -> str:
+    source = cap.get("source")
+    if source == "master":
+        note = (f"capacity: {len(cap.get('agents') or [])} agents in the master's agent list "
+                f"(<code>{_e(cap.get('master', ''))}/master/slaves</code>, read {_clock(cap.get('master_read_at'))})")
+    elif source == "offers":
+        note = ("capacity estimated from the agents seen in offers (what each offered at most plus dl2's tasks "
+                "there): a lower bound until the master's agent list is read")
+    else:
+        note = "no agent known yet"
+    if cap.get("master_error"):
+        note += f"; the master could not be asked: {_e(cap['master_error'])}"
+    return note
 
 
 def _utilisation_section(cluster: dict[str, Any], slots: Sequence[dict[str, Any]]) -> str:
     agents = cluster.get("agents") or []
+    cap = cluster.get("capacity") or {}
     if slots:
         util = slots[-1].get("utilisation") or {}
         alloc, known = util.get("allocated") or {}, util.get("known") or {}
@@ -206,32 +246,53 @@ def _utilisation_section(cluster: dict[str, Any], slots: Sequence[dict[str, Any]
         alloc = {k: sum(float((a.get("used_by_dl2") or {}).get(k, 0)) for a in agents) for k in RESOURCE_UNITS}
         known = {k: alloc[k] + sum(float((a.get("offered") or {}).get(k, 0)) for a in agents) for k in RESOURCE_UNITS}
         when = "now (no slot decided yet)"
+    total = cap.get("total") if cap.get("agents") else None
+    used_all = cap.get("used_all_frameworks")
     colours = {"cpus": "#1e88e5", "gpus": "#8e24aa", "mem": "#00897b"}
     cells = []
     for k, unit in RESOURCE_UNITS.items():
-        a, t = float(alloc.get(k, 0) or 0), float(known.get(k, 0) or 0)
-        hist = [_pct(float((r.get("utilisation") or {}).get("allocated", {}).get(k, 0)),
-                     float((r.get("utilisation") or {}).get("known", {}).get(k, 0))) for r in slots]
+        a, offered_known = float(alloc.get(k, 0) or 0), float(known.get(k, 0) or 0)
+        t = max(float(total.get(k, 0) or 0), offered_known) if total else offered_known
+        others = max(0.0, float(used_all.get(k, 0) or 0) - a) if used_all else None
+        hist = []
+        for r in slots:
+            u = r.get("utilisation") or {}
+            whole = (u.get("capacity") or u.get("known") or {}).get(k, 0)
+            hist.append(_pct(float((u.get("allocated") or {}).get(k, 0)), float(whole or 0)))
+        extra = f", {_num(others, '{:g}')} used by other frameworks" if others is not None else ""
         cells.append(
             f'<div class="kv"><b>{k}</b> {_bar(_pct(a, t), colours[k])}{_num(a, "{:g}")} of {_num(t, "{:g}")} {unit}'
-            f' <span class="muted">({_num(_pct(a, t), "{:.0f}")}% allocated, {_num(max(0.0, t - a), "{:g}")} offered free)</span>'
-            f"<br>{sparkline([(hist, colours[k])], width=260, height=36, ymax=100.0, title=f'{k} allocated / known, % per slot')}"
+            f' <span class="muted">({_num(_pct(a, t), "{:.0f}")}% allocated by dl2{extra}, '
+            f'{_num(max(0.0, offered_known - a), "{:g}")} offered free)</span>'
+            f"<br>{sparkline([(hist, colours[k])], width=260, height=36, ymax=100.0, title=f'{k} allocated / capacity, % per slot')}"
             f' <span class="muted">% over {len(hist)} slots</span></div>'
         )
-    rows = "".join(
-        f"<tr><td>{_e(a.get('hostname', ''))}<br><span class=muted>{_e(a.get('agent_id', ''))}</span></td>"
-        + "".join(f"<td class=n>{_num((a.get('used_by_dl2') or {}).get(k), '{:g}')}</td>" for k in RESOURCE_UNITS)
-        + "".join(f"<td class=n>{_num((a.get('offered') or {}).get(k), '{:g}')}</td>" for k in RESOURCE_UNITS)
-        + f"<td class=n>{len(a.get('tasks') or [])}</td></tr>"
-        for a in agents
-    ) or '<tr><td colspan="8" class="muted">no agent known (no offers held and no tasks running)</td></tr>'
+    totals = {x.get("agent_id"): x for x in cap.get("agents") or [] if isinstance(x, dict)}
+    rows_by_id = {a.get("agent_id"): a for a in agents}
+    rows = []
+    for aid in sorted(set(totals) | set(rows_by_id), key=str):
+        row = rows_by_id.get(aid) or {"agent_id": aid, "hostname": (totals.get(aid) or {}).get("hostname", "")}
+        tot = (totals.get(aid) or {}).get("total") or {}
+        rows.append(
+            f"<tr><td>{_e(row.get('hostname', ''))}<br><span class=muted>{_e(aid)}</span></td>"
+            + "".join(f"<td class=n>{_num(tot.get(k), '{:g}')}</td>" for k in RESOURCE_UNITS)
+            + "".join(f"<td class=n>{_num((row.get('used_by_dl2') or {}).get(k, 0 if aid in totals else None), '{:g}')}</td>"
+                      for k in RESOURCE_UNITS)
+            + "".join(f"<td class=n>{_num((row.get('offered') or {}).get(k), '{:g}')}</td>" for k in RESOURCE_UNITS)
+            + f"<td class=n>{len(row.get('tasks') or [])}</td></tr>")
+    body = "".join(rows) or '<tr><td colspan="11" class="muted">no agent known (no offers held and no tasks running)</td></tr>'
+    lost = cap.get("lost_agents") or []
+    lost_p = ("<p class='muted'>agents lost: " + ", ".join(
+        f"{_e(x.get('hostname') or x.get('agent_id'))} at {_clock(x.get('at'))}"
+        + (f" ({_e(', '.join(x.get('jobs') or []))} hit)" if x.get("jobs") else "") for x in lost) + "</p>") if lost else ""
     return (
-        f'<section id="utilisation"><h2>Cluster utilisation</h2><p class="muted">allocated by dl2 vs. known '
-        f"(held offers + dl2's tasks), {when}</p><div class='grid'>{''.join(cells)}</div>"
+        f'<section id="utilisation"><h2>Cluster utilisation</h2><p class="muted">allocated by dl2 vs. the '
+        f"cluster's capacity, {when}; {_capacity_note(cap)}</p><div class='grid'>{''.join(cells)}</div>"
         "<h3 style='font-size:14px;margin:10px 0 4px'>Agents now</h3>"
-        "<table><tr><th>agent</th><th class=n>cpus used</th><th class=n>gpus used</th><th class=n>mem used</th>"
+        "<table><tr><th>agent</th><th class=n>cpus</th><th class=n>gpus</th><th class=n>mem</th>"
+        "<th class=n>cpus used by dl2</th><th class=n>gpus used by dl2</th><th class=n>mem used by dl2</th>"
         "<th class=n>cpus offered</th><th class=n>gpus offered</th><th class=n>mem offered</th>"
-        f"<th class=n>tasks</th></tr>{rows}</table></section>"
+        f"<th class=n>tasks</th></tr>{body}</table>{lost_p}</section>"
     )
 
 
@@ -262,16 +323,56 @@ def _policy_section(policy: dict[str, Any], cluster: dict[str, Any], slots: Sequ
         f'<section id="policy"><h2>Policy</h2><div class="grid">{"".join(items)}</div>'
         f"<p>recent rewards (epochs trained / total epochs, summed per slot): "
         f"{sparkline([(rewards, '#6d4c41')], width=260, height=36, title='reward per slot')} "
-        f'<span class="muted">{recent}</span></p></section>'
+        f'<span class="muted">{recent}</span></p>{_rollbacks(policy, rollbacks)}</section>'
     )
 
 
+def _rollbacks(policy: dict[str, Any], rollbacks: Sequence[Any]) -> str:
+    """Each rollback with what triggered it, and what it means for the cluster."""
+    if not policy.get("learnable", policy.get("model_version") is not None):
+        return ""
+    window, margin = policy.get("window"), policy.get("rollback_margin")
+    rule = (f"the mean reward of the last {_e(window if window is not None else 'N')} slots fell below "
+            f"{_num(100 * (1 - margin), '{:.0f}') if isinstance(margin, (int, float)) else '(1 - margin) x'}% of "
+            "what the starting model achieved over its first slots")
+    meaning = (
+        "<p class='muted' id='rollback-explained'><b>Rollbacks</b> happen when " + rule + ": the online-updated "
+        "model is then replaced by the version before it, and the jobs keep running (only the next decisions "
+        "change). One now and then is not bad in itself: the reward also falls when the job mix changes (fewer "
+        "jobs, longer jobs, a full cluster), not only when the model got worse, and the rollback guards against "
+        "the latter. Many in a row mean the online updates do not help on this workload: keep the shipped model "
+        "(<code>--no-online-learning</code>) and look at the reward curve above.</p>")
+    if not rollbacks:
+        return meaning.replace("<p class='muted' id='rollback-explained'>",
+                               "<p class='muted' id='rollback-explained'>No rollback so far. ", 1)
+    rows = []
+    for rb in list(rollbacks)[::-1]:
+        if not isinstance(rb, dict):
+            continue
+        when = rb.get("at") or rb.get("time")
+        rows.append(f"<tr><td>{_clock(when) if when else '–'}</td><td class=n>{_e(rb.get('slot', '–'))}</td>"
+                    f"<td>{_e(rb.get('from'))} → {_e(rb.get('to'))}</td><td>{_e(rb.get('reason', ''))}</td></tr>")
+    return (meaning + "<table id='rollbacks'><tr><th>time</th><th class=n>slot</th><th>model version</th>"
+            f"<th>what triggered it</th></tr>{''.join(rows)}</table>")
+
+
 def _decisions_section(slots: Sequence[dict[str, Any]]) -> str:
-    recent = list(slots)[-MAX_DECISION_ROWS:][::-1]
     lat = [r.get("policy_seconds") for r in slots]
     lat_ms = [1000.0 * x if isinstance(x, (int, float)) else None for x in lat]
     rows = []
-    for r in recent:
+    for r in fold_unchanged(list(slots)[::-1])[:MAX_DECISION_ROWS]:
+        if isinstance(r, list):  # consecutive slots that changed nothing: one row
+            first, last = r[-1], r[0]
+            ms = [1000.0 * x["policy_seconds"] for x in r if isinstance(x.get("policy_seconds"), (int, float))]
+            rewards = [x["reward"] for x in r if isinstance(x.get("reward"), (int, float))]
+            rows.append(
+                f"<tr class='folded'><td class=n>{_e(first.get('slot'))}–{_e(last.get('slot'))}</td>"
+                f"<td>{_clock(first.get('at'))}–{_clock(last.get('at'))}</td>"
+                f"<td class=n>{_num(max(ms) if ms else None, '{:.1f}')} max</td><td class=n>–</td>"
+                f"<td class=n>{_num(sum(rewards) / len(rewards) if rewards else None, '{:.4f}')} avg</td>"
+                f"<td class=n>{len(last.get('jobs') or {})}</td>"
+                f'<td><span class="muted">no change in {len(r)} slots</span></td></tr>')
+            continue
         changes = r.get("changes") or []
         ch = "<br>".join(
             f"<code>{_e(c.get('job_id'))}</code> {_e(_counts(c.get('from')))} → {_e(_counts(c.get('to')))}"
@@ -291,6 +392,22 @@ def _decisions_section(slots: Sequence[dict[str, Any]]) -> str:
         "<table><tr><th class=n>slot</th><th>time</th><th class=n>policy ms</th><th class=n>round ms</th>"
         f"<th class=n>reward</th><th class=n>jobs</th><th>allocation changes (PS/workers)</th></tr>{body}</table></section>"
     )
+
+
+def fold_unchanged(slots: Sequence[dict[str, Any]]) -> list[Any]:
+    """Slot records in order, with every run of two or more consecutive records that changed no
+    allocation replaced by one list of them."""
+    out: list[Any] = []
+    run: list[dict[str, Any]] = []
+    for r in slots:
+        if not r.get("changes"):
+            run.append(r)
+            continue
+        out.extend([run] if len(run) > 1 else run)
+        run = []
+        out.append(r)
+    out.extend([run] if len(run) > 1 else run)
+    return out
 
 
 def _counts(pair: Any) -> str:
@@ -349,7 +466,7 @@ def render_status_page(view: dict[str, Any], health: dict[str, Any] | None = Non
         f"{'registered' if cluster.get('registered') else 'not registered'}"
         f"{' · suspended' if cluster.get('suspended') else ''} · slot {_e(cluster.get('slot', '–'))} "
         f"({_num(cluster.get('slot_seconds'), '{:g}')} s) · policy {_e(cluster.get('policy') or policy.get('name') or '?')}"
-        f" · {_plural(len(cluster.get('agents') or []), 'agent')} held now · {summary} · "
+        f" · {_agents_summary(cluster)} · {summary} · "
         "<a href='/docs'>API</a> · <a href='/api/v1/history'>history JSON</a> · <a href='/metrics'>metrics</a>"
         "</span></header><main>"
         + _jobs_section(jobs, slots)
@@ -361,6 +478,16 @@ def render_status_page(view: dict[str, Any], health: dict[str, Any] | None = Non
         f"{'refreshes every ' + str(int(refresh_seconds)) + ' s; ' if refresh_seconds > 0 else ''}"
         f"history keeps the last {_e(history.get('max_slots', '–'))} slots</footer></body></html>"
     )
+
+
+def _agents_summary(cluster: dict[str, Any]) -> str:
+    cap = cluster.get("capacity") or {}
+    known = cap.get("agents") or []
+    if not known:
+        return f"{_plural(len(cluster.get('agents') or []), 'agent')} held now"
+    total = cap.get("total") or {}
+    return (f"{_plural(len(known), 'agent')} ({_num(total.get('cpus'), '{:g}')} cpus, "
+            f"{_num(total.get('gpus'), '{:g}')} gpus{', from the master' if cap.get('source') == 'master' else ''})")
 
 
 def render_standby_page(leader_url: str | None) -> str:

@@ -37,6 +37,13 @@ def _model_options(f):
     return f
 
 
+def _order_option(f):
+    return click.option("--order", type=click.Choice(["arrival", "priority"]), default=None,
+                        help="Order the loop sees the jobs in (windows, starters): priority (shortest estimated "
+                             "remaining time, windows filled from both ends; the default for a new model) or "
+                             "arrival. With --init: the checkpoint's unless given.")(f)
+
+
 @click.group()
 def train() -> None:
     """Train the DL2 policy: `sl` (supervised warm-up), then `rl` (actor-critic)."""
@@ -62,9 +69,10 @@ def train() -> None:
 @click.option("--init", type=click.Path(dir_okay=False, exists=True),
               help="Continue from this checkpoint (its model options win), e.g. for more DAgger rounds.")
 @_model_options
+@_order_option
 @trace_source_options
 def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also, dagger, dagger_epochs, seed, out,
-             init, window, hidden, layers, arch, start, actions, **trace_opts):
+             init, window, hidden, layers, arch, start, actions, order, **trace_opts):
     """Supervised warm-up: imitate TEACHER's decisions (cross entropy, void labelled)."""
     preset = trace_source_preset(preset, trace_opts)
     from tqdm import tqdm
@@ -81,7 +89,8 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
     if teacher not in known:
         raise click.BadParameter(f"unknown teacher {teacher!r}; known: {', '.join(known)}", param_hint="--teacher")
     try:
-        mcfg = DL2Config(window=window, hidden=hidden, layers=layers, arch=arch, start=start, actions=actions)
+        mcfg = DL2Config(window=window, hidden=hidden, layers=layers, arch=arch, start=start, actions=actions,
+                         order=order or "priority")
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     seed_list = _seeds(seeds, "--seeds")
@@ -105,7 +114,7 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
         meta = run_sl(out, mcfg, teacher=teacher, preset=preset, seeds=seed_list,
                       sl_cfg=SLConfig(lr=lr, batch_size=batch_size, epochs=epochs, seed=seed),
                       label_running=label_running, progress=prog, extra=extra, dagger_rounds=dagger,
-                      dagger_epochs=dagger_epochs, init=init)
+                      dagger_epochs=dagger_epochs, init=init, order=order)
     except (Dl2Error, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     finally:

@@ -110,9 +110,13 @@ async def run_until_signalled(config: ClusterConfig, ready_file: str | None, ech
 
 @click.command("local-cluster")
 @click.option("--agents", default=2, show_default=True, type=click.IntRange(0, 64), help="Number of agents.")
+# the defaults are DL2's reference node (8 cpus, 2 gpus, 48 GiB; see job_types): one task of every
+# job type fits an agent (the GPU types' workers need a GPU; 0-GPU agents run only cnn-text-classification
+# and dssm, and the framework refuses the other types at submit)
 @click.option("--cpus", default=8.0, show_default=True, type=click.FloatRange(0), help="CPUs per agent.")
-@click.option("--gpus", default=0, show_default=True, type=click.IntRange(0), help="GPUs per agent.")
-@click.option("--mem", default="16GiB", show_default=True, help="Memory per agent (e.g. 16GiB, 4096MiB).")
+@click.option("--gpus", default=2, show_default=True, type=click.IntRange(0),
+              help="GPUs per agent (accounted resources, handed to tasks as CUDA_VISIBLE_DEVICES indices).")
+@click.option("--mem", default="48GiB", show_default=True, help="Memory per agent (e.g. 16GiB, 4096MiB).")
 @click.option("--disk", default="64GiB", show_default=True, help="Disk per agent.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(

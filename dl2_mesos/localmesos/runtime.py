@@ -121,8 +121,7 @@ class LocalMesos:
         if self.master is not None:
             await self.master.stop()
         await asyncio.gather(*(a.shutdown(self.config.stop_grace) for a in self.agents.values()))
-        for server in list(self.agent_servers.values()):
-            await server.stop()
+        await asyncio.gather(*(server.stop() for server in list(self.agent_servers.values())))
         self.agent_servers.clear()
         if self.master_server is not None:
             await self.master_server.stop()

@@ -1,6 +1,7 @@
 """DL2 state features: per-job columns and a few global values, all normalised to about [0, 1].
 
-Per job (one column of the J x F window, jobs in arrival order, empty columns all zero):
+Per job (one column of the J x F window, jobs in the job order -- ``DL2Config.order`` --, empty
+columns all zero):
 
 ====  =====================================================================================
 0-7   job type, one-hot (the paper's x; the reference used the raw id)

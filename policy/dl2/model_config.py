@@ -17,6 +17,8 @@ SCHEMA_VERSION = 4
 
 ARCHS = ("shared", "flat")
 STARTS = ("current", "zero")
+#: job orders of the decision loop (see :mod:`~dl2_mesos.policy.dl2.priority`)
+ORDERS = ("arrival", "priority")
 #: action spaces and their actions per job column (see :mod:`~dl2_mesos.policy.dl2.slot`)
 ACTION_SPACES = {"grow": 3, "elastic": 6}
 
@@ -39,6 +41,9 @@ class DL2Config:
         actions: ``"grow"`` = per job +worker, +PS, +bundle (3J + 1 actions; a job is never
             shrunk); ``"elastic"`` = those plus -worker, -PS and pause (6J + 1 actions), so the
             policy can also take capacity back (restart cost charged by the simulator).
+        order: the order the loop sees the jobs in (windows, starters): ``"arrival"`` or
+            ``"priority"`` (see :mod:`~dl2_mesos.policy.dl2.priority`). Checkpoints without
+            the field (up to ``dl2-elastic-v5``) load as ``"arrival"``.
     """
 
     window: int = 40
@@ -48,6 +53,7 @@ class DL2Config:
     start: str = "current"
     max_steps_per_slot: int = 20000
     actions: str = "grow"
+    order: str = "arrival"
 
     def __post_init__(self) -> None:
         if not isinstance(self.window, int) or self.window < 1:
@@ -62,6 +68,8 @@ class DL2Config:
             raise ConfigError(f"start must be one of {STARTS}, got {self.start!r}")
         if self.actions not in ACTION_SPACES:
             raise ConfigError(f"actions must be one of {tuple(ACTION_SPACES)}, got {self.actions!r}")
+        if self.order not in ORDERS:
+            raise ConfigError(f"order must be one of {ORDERS}, got {self.order!r}")
 
     @property
     def num_actions(self) -> int:

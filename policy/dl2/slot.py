@@ -24,11 +24,16 @@ Starting point of a slot (``DL2Config.start``):
   rest as it is, so a job whose counts the policy leaves alone is never restarted. Jobs are
   never shrunk by the policy: freed capacity comes from finishing jobs. This is what makes
   restarts (charged by the simulator, 6 minutes each by default) rare. Jobs that run nothing
-  (new arrivals) first get a starter bundle each, in arrival order, while one fits.
+  (new arrivals) first get a starter bundle each, in the job order, while one fits; a job
+  started so cannot be shrunk or paused in the same slot (a start is a grow).
 * ``"zero"``: the reference's rule: every slot starts from nothing, every job first gets a
   starter bundle (1 PS + 1 worker) on the least-loaded agent if one fits, then the policy adds.
 
-More concurrent jobs than J: jobs that can still grow (below a cap) are cut, in arrival order,
+Job order (``DL2Config.order``, :mod:`~dl2_mesos.policy.dl2.priority`): ``"arrival"`` or
+``"priority"`` (shortest estimated remaining time first; windows filled from both ends of that
+ranking). It orders the starters, the windows and the no-stall restart.
+
+More concurrent jobs than J: jobs that can still grow (below a cap) are cut, in the job order,
 into successive windows of J; the policy works on one window until it picks void or nothing
 in that window can be added, then moves on to the next window within the same slot. Jobs in no
 window keep their starting counts. So 1000 concurrent jobs take ceil(1000 / J) windows.
@@ -42,6 +47,7 @@ from dl2_mesos.allocation import Allocation, JobAllocation, validate_allocation
 from dl2_mesos.cluster import ClusterState
 from dl2_mesos.placement import PlacementBoard
 from dl2_mesos.policy.dl2.model_config import DL2Config
+from dl2_mesos.policy.dl2.priority import job_order
 from dl2_mesos.policy.dl2.features import (
     COUNT_SCALE,
     F_CHANGED,
@@ -156,19 +162,25 @@ class SlotContext:
             self.w = np.zeros(n, dtype=np.int64)
         max_ps, max_w = self.max_ps.tolist(), self.max_w.tolist()
         self._waiting = 0
-        for i in np.flatnonzero((self.ps == 0) & (self.w == 0)).tolist():
-            # Starter (the reference's ASSIGN_BUNDLE, at the job's minimum size), arrival order,
+        #: job rows in the configured order (starters, no-stall restart) and the window sequence
+        self.rank, sequence = job_order(state, config.order)
+        zero = ((self.ps == 0) & (self.w == 0)).tolist()
+        for i in [r for r in self.rank if zero[r]]:
+            # Starter (the reference's ASSIGN_BUNDLE, at the job's minimum size), in the job order,
             # for every job that has nothing yet: no job starves while capacity is free,
             # whatever the network does. All or nothing: nothing is booked for a job that
-            # cannot start.
-            self._start(i)
+            # cannot start. A start is a grow: the job cannot be paused again in this slot
+            # (a job moves one way per slot), so the network cannot hand the starter's room
+            # to a job that ranks after it.
+            if self._start(i):
+                self.dir[i] = _GROWN
         self._waiting = int(((self.ps == 0) & (self.w == 0)).sum())
         self._init_fit_counts()
         ps, w = self.ps.tolist(), self.w.tolist()
         if self.elastic:  # every job can change: grow, shrink, pause or start
-            eligible = list(range(n))
+            eligible = sequence
         else:
-            eligible = [i for i in range(n) if ps[i] < max_ps[i] or w[i] < max_w[i]]
+            eligible = [i for i in sequence if ps[i] < max_ps[i] or w[i] < max_w[i]]
         self.windows: list[np.ndarray] = [
             np.array(eligible[k : k + self.J], dtype=np.int64) for k in range(0, len(eligible), self.J)
         ]
@@ -447,9 +459,9 @@ class SlotContext:
 
     def ensure_progress(self) -> None:
         """No stall: when the decision leaves every job without tasks (e.g. all paused), the
-        jobs are started again in arrival order while their minimum fits."""
+        jobs are started again in the configured order while their minimum fits."""
         if self.n and not (self.ps.any() or self.w.any()):
-            for i in range(self.n):
+            for i in self.rank:
                 self._start(i)
 
     def allocation(self) -> Allocation:

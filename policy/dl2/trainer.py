@@ -299,12 +299,15 @@ def run_sl(
     dagger_rounds: int = 0,
     dagger_epochs: int | None = None,
     init: str | Path | None = None,
+    order: str | None = None,
 ) -> dict[str, Any]:
     """Generate teacher labels on ``seeds`` and train a fresh model on them; saves to ``out_path``.
 
     ``extra`` adds (preset, seeds) pairs labelled the same way, to train on a mix of cluster
     loads (e.g. ``[("small", range(1, 17))]`` next to the ``reference`` seeds).
     ``init``: continue from this checkpoint's weights (its config wins over ``model_cfg``).
+    ``order``: when given, the job order of the model trained (overrides ``init``'s: the order
+    does not change the weights' shapes, so a model can be moved to another order and tuned).
     ``dagger_rounds``: after the first training, that many DAgger rounds: the student drives
     the same traces, the teacher labels the states it reaches, and training continues on all
     labels collected so far (``dagger_epochs`` epochs per round, default ``sl_cfg.epochs``).
@@ -317,6 +320,10 @@ def run_sl(
     start_net = load_checkpoint(init).net if init is not None else None
     if start_net is not None:
         model_cfg = start_net.cfg
+    if order is not None:
+        model_cfg = replace(model_cfg, order=order)
+        if start_net is not None:
+            start_net.cfg = model_cfg
     episodes: list[list[SlotData]] = []
     sources = [(preset, seeds), *extra]
     for name, seed_list in sources:

@@ -51,6 +51,8 @@ def _random_case(seed: int, big: bool = False):
             net.actor.job_head.bias += torch.from_numpy(rng.normal(1.0, 2.0, cfg.per_job).astype(np.float32))
             net.actor.void_head[2].bias += float(rng.normal(0.0, 1.0))
     state = seeded_state(n_jobs, n_agents, seed=seed, run_frac=float(rng.random()), varied=elastic)
+    # half the cases see the jobs in the priority order (windows from both ends of the ranking)
+    net.cfg = DL2Config(**{**net.cfg.to_dict(), "order": "priority" if seed % 4 >= 2 else "arrival"})
     return net, state
 
 

@@ -180,3 +180,18 @@ def test_sl_continues_from_a_checkpoint_with_its_config(tmp_path):
     assert more.net.cfg == cfg and meta["final"]["samples"] > 0
     start = load_checkpoint(tmp_path / "start.pt").net.state_dict()
     assert any(not torch.equal(start[k], v) for k, v in more.net.state_dict().items()), "it trained"
+
+
+def test_sl_from_a_checkpoint_can_move_it_to_another_job_order(tmp_path):
+    from dl2_mesos.policy.dl2.checkpoint import save_checkpoint
+
+    cfg = DL2Config(window=6, hidden=16, actions="elastic")  # order "arrival" (as v5)
+    torch.manual_seed(0)
+    save_checkpoint(tmp_path / "start.pt", ActorCritic(cfg))
+    run_sl(tmp_path / "ranked.pt", DL2Config(), teacher="drf", preset="tiny", seeds=[1],
+           sl_cfg=SLConfig(epochs=1, batch_size=32), init=tmp_path / "start.pt", order="priority")
+    ranked = load_checkpoint(tmp_path / "ranked.pt").net.cfg
+    assert ranked.order == "priority" and ranked.window == 6  # the rest of the checkpoint's config stays
+    run_sl(tmp_path / "kept.pt", DL2Config(), teacher="drf", preset="tiny", seeds=[1],
+           sl_cfg=SLConfig(epochs=1, batch_size=32), init=tmp_path / "ranked.pt")
+    assert load_checkpoint(tmp_path / "kept.pt").net.cfg.order == "priority", "without order: the checkpoint's"

@@ -24,6 +24,7 @@ def test_burst_of_1000_submissions_none_lost(zookeeper, tmp_path):
     assert res.submitted == 1000
     assert res.accepted + res.refused == 1000, res.problems
     assert res.lost == 0, res.problems
+    assert res.stored_refused == 0, res.problems  # a 503 "retry" means not stored
     assert res.accepted > 0
 
 

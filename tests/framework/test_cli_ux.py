@@ -66,7 +66,21 @@ def test_jobs_table_shows_submitted_age_and_jct(monkeypatch):
                 "num_ps": 1,
                 "num_workers": 2,
                 "submitted_at": now - 75,
+                "started_at": now - 60,
                 "phase_times": {"running": now - 60},
+            },
+            {
+                "id": "j-wait",
+                "job_type": "resnet-50",
+                "phase": "pending",
+                "epochs": 5,
+                "epochs_done": 0,
+                "num_ps": 0,
+                "num_workers": 0,
+                "submitted_at": now - 40,
+                "phase_times": {"pending": now - 40},
+                "pending_reason": {"code": "waiting_for_capacity", "short": "needs 1 gpus/worker, free 0",
+                                   "message": "..."},
             },
         ],
         "next_cursor": None,
@@ -74,10 +88,13 @@ def test_jobs_table_shows_submitted_age_and_jct(monkeypatch):
     monkeypatch.setattr(client_cli, "_call", lambda *a, **k: page)
     r = CliRunner().invoke(client_cli.jobs, [])
     assert r.exit_code == 0, r.output
-    header, done, run = r.output.splitlines()
-    assert header.split()[-3:] == ["SUBMITTED", "AGE", "JCT"]
-    assert done.split()[-2:] == ["1h01m", "1h00m"]  # age 3700 s; JCT 3600 s
-    assert run.split()[-2:] == ["1m15s", "-"] and "1.2/5" in run
+    header, done, run, waiting = r.output.splitlines()
+    assert header.split()[-5:] == ["SUBMITTED", "AGE", "WAIT", "JCT", "REASON"]
+    assert done.split()[-3:] == ["1h01m", "-", "1h00m"]  # age 3700 s; never ran: no wait; JCT 3600 s
+    assert run.split()[-3:] == ["1m15s", "15s", "-"] and "1.2/5" in run  # started 15 s after submission
+    # a pending job: its wait so far and why it waits
+    assert waiting.split()[-8:-5] == ["40s", "40s", "-"]  # age, wait so far, no JCT yet
+    assert waiting.endswith("  needs 1 gpus/worker, free 0")
 
 
 def test_cancel_of_an_ended_job_is_a_409_and_the_cli_says_so(client, monkeypatch):  # noqa: F811

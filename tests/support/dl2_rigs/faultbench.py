@@ -41,7 +41,8 @@ class FaultBenchReport:
 
 def run_fault_bench(scenarios: list[str] | None = None, fuzz_cases: int = 1000, burst: int = 1000,
                     agents: int = 500, load_jobs: int = 1000, workdir: str | None = None,
-                    load_timeout: float = 300.0, master_calls: int | None = None) -> FaultBenchReport:
+                    load_timeout: float = 300.0, master_calls: int | None = None,
+                    burst_seconds: float | None = None) -> FaultBenchReport:
     """Start ZooKeeper and HDFS, run the scenarios, then fuzzing, the burst and the load."""
     from dl2_rigs.fault_scenarios import run_scenarios
     from dl2_rigs.faultload import agents_load, fuzz_api
@@ -60,7 +61,7 @@ def run_fault_bench(scenarios: list[str] | None = None, fuzz_cases: int = 1000, 
     if agents and load_jobs:
         try:
             report.load = agents_load(agents, load_jobs, workdir=str(work / "load"), timeout=load_timeout,
-                                      master_calls=master_calls)
+                                      master_calls=master_calls, burst_seconds=burst_seconds)
         except (RuntimeError, OSError) as exc:
             report.notes.append(f"load at {agents} agents / {load_jobs} jobs failed: {exc}")
     return report
@@ -126,7 +127,8 @@ def format_load(ld: AgentsLoadResult) -> list[str]:
         f"{ld.offers} offers)",
         f"      status updates: handling p50 {ld.status_event_p50_ms:.2f} ms, p99 {ld.status_event_p99_ms:.2f} ms; "
         f"executor -> loop lag p50 {ld.status_lag_p50_ms:.0f} ms, p99 {ld.status_lag_p99_ms:.0f} ms, "
-        f"max {ld.status_lag_max_ms:.0f} ms ({ld.status_events} updates)",
+        f"max {ld.status_lag_max_ms:.0f} ms ({ld.status_events} updates); writes of changed jobs before "
+        f"their acks p50 {ld.flush_p50_ms:.2f} ms, p99 {ld.flush_p99_ms:.2f} ms ({ld.flushes})",
         f"      submissions p50 {ld.submit_p50_ms:.1f} ms, p99 {ld.submit_p99_ms:.1f} ms; calls to the master "
         f"(off the loop): {ld.outbound_sent} sent, {ld.outbound_failed} failed, {ld.outbound_dropped} dropped, "
         f"{ld.outbound_coalesced} repeated acks merged, "

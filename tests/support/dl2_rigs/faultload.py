@@ -156,11 +156,15 @@ class BurstResult:
     seconds: float
     refusal_codes: dict[int, int] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
+    unsent: int = 0  # not sent: the burst's time ran out first
+    stored_refused: int = 0  # cleanly refused submissions whose job was stored anyway
 
 
 def api_burst(api: str, token: str, count: int = 1000, concurrency: int = 32,
-              spec: dict[str, Any] | None = None) -> BurstResult:
-    """Submit ``count`` jobs with ``concurrency`` client threads, then check the job list."""
+              spec: dict[str, Any] | None = None, within: float | None = None) -> BurstResult:
+    """Submit ``count`` jobs with ``concurrency`` client threads, then check the job list.
+    With ``within`` seconds, submissions not started by then are not sent (``BurstResult.unsent``)."""
+    stop_at = None if within is None else time.monotonic() + within
     spec = spec or {"job_type": "resnet-50", "epochs": 1}
     headers = {"Authorization": f"Bearer {token}"}
     local = threading.local()
@@ -170,7 +174,9 @@ def api_burst(api: str, token: str, count: int = 1000, concurrency: int = 32,
             local.s = requests.Session()
         return local.s
 
-    def submit(i: int) -> tuple[float, int | None, str, str | None]:
+    def submit(i: int) -> tuple[float, int | None, str, str | None] | None:
+        if stop_at is not None and time.monotonic() > stop_at:
+            return None
         t0 = time.perf_counter()
         try:
             r = session().post(api + "/api/v1/jobs", json={**spec, "name": f"burst{i}"}, headers=headers, timeout=60)
@@ -187,19 +193,38 @@ def api_burst(api: str, token: str, count: int = 1000, concurrency: int = 32,
 
     t0 = time.monotonic()
     with ThreadPoolExecutor(concurrency) as pool:
-        results = list(pool.map(submit, range(count)))
+        sent = list(pool.map(submit, range(count)))
     seconds = time.monotonic() - t0
+    results = [r for r in sent if r is not None]
+    unsent = count - len(results)
     lat = sorted(r[0] * 1000 for r in results)
     accepted = {r[3] for r in results if r[1] == 201}
-    refusals = [r for r in results if r[1] is not None and r[1] != 201 and (400 <= r[1] < 500 or r[1] == 503) and r[2]]
+    refusals = [r for r in results if _clean_refusal(r)]
     unclear = [r for r in results if r[1] != 201 and r not in refusals]
-    listed = {j["id"] for j in list_jobs(api, headers)}
+    jobs = list_jobs(api, headers)
+    listed = {j["id"] for j in jobs}
     missing = accepted - listed
     problems = [f"accepted but not listed: {j}" for j in sorted(missing)[:5]]
+    # a refusal must mean "not stored": a job stored anyway would be doubled by the client's retry
+    names = Counter(j.get("name") for j in jobs)
+    refused_names = {f"burst{i}" for i, r in enumerate(sent) if r is not None and _clean_refusal(r)}
+    stored_refused = sum(names[n] for n in refused_names)
+    if stored_refused:
+        problems.append(f"{stored_refused} refused submissions were stored anyway")
     problems += [f"unclear answer {r[1]}: {r[2][:100]}" for r in unclear[:5]]
-    return BurstResult(count, len(accepted), len(refusals), len(missing) + len(unclear),
+    reasons = Counter(f"{r[1]} {r[2][:100]}" for r in refusals)
+    problems += [f"refused {n}x: {why}" for why, n in reasons.most_common(3)]
+    if unsent:
+        problems.append(f"{unsent} of {count} submissions not sent within {within or 0:.0f} s")
+    return BurstResult(len(results), len(accepted), len(refusals), len(missing) + len(unclear),
                        statistics.median(lat), lat[min(len(lat) - 1, int(0.99 * len(lat)))], seconds,
-                       dict(Counter(r[1] for r in refusals)), tuple(problems))
+                       dict(Counter(r[1] for r in refusals)), tuple(problems), unsent=unsent,
+                       stored_refused=stored_refused)
+
+
+def _clean_refusal(r: tuple[float, int | None, str, str | None]) -> bool:
+    """A 4xx or 503 answer with a reason (not a 201, not a lost connection)."""
+    return r[1] is not None and r[1] != 201 and (400 <= r[1] < 500 or r[1] == 503) and bool(r[2])
 
 
 @dataclass(frozen=True)
@@ -247,6 +272,9 @@ class AgentsLoadResult:
     wave_launched_s: float | None = None  # first launch call queued -> the last one answered
     wave_acknowledged_s: float | None = None  # first launch call queued -> every TASK_RUNNING acknowledged
     wave_unacknowledged: int = 0  # tasks of the wave whose TASK_RUNNING was never acknowledged
+    flushes: int = 0  # the loop's writes of changed jobs (once per batch of events), then their acks
+    flush_p50_ms: float = 0.0
+    flush_p99_ms: float = 0.0
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -312,7 +340,8 @@ class _CallLog:
 
 
 def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None, slot: str = "5s",
-                settle_slots: int = 3, timeout: float = 300.0, master_calls: int | None = None) -> AgentsLoadResult:
+                settle_slots: int = 3, timeout: float = 300.0, master_calls: int | None = None,
+                burst_seconds: float | None = None) -> AgentsLoadResult:
     """``jobs`` jobs (1 PS + 1 worker each) on ``agents`` local agents, executors from the light hub.
 
     The framework runs in this process (a real :class:`Replica` with the real pymesos driver), the
@@ -322,7 +351,8 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
     includes the agent's re-sends of updates whose acknowledgement is still queued). The calls to
     the master come from the outbound queue's counters (:mod:`dl2_mesos.framework.outbound`).
     Executors report progress at the framework's default interval (5 s). ``master_calls``
-    overrides the config's calls to the master in flight at once (1: one after the other). The largest launch wave
+    overrides the config's calls to the master in flight at once (1: one after the other);
+    ``burst_seconds`` bounds the submission burst (the rest is not sent, and said). The largest launch wave
     is timed from its first launch call until the master answered the acknowledgement of every
     one of its tasks' TASK_RUNNING.
     """
@@ -361,11 +391,17 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
     replica = None
     runner = None
     try:
+        t_start = time.monotonic()
+
+        def say(what: str) -> None:  # progress on stderr: a long run shows where it is
+            print(f"load {time.monotonic() - t_start:7.1f} s: {what}", file=sys.stderr, flush=True)
+
         cluster.start(timeout=60)
         ports_each = max(20, min(1000, 40000 // max(agents, 1)))
-        for i in range(agents):
-            lo = 20000 + i * ports_each
-            cluster.add_agent(ports=(lo, lo + ports_each - 1))
+        with ThreadPoolExecutor(8) as pool:  # the cluster starts agents concurrently
+            list(pool.map(lambda i: cluster.add_agent(ports=(20000 + i * ports_each, 20000 + (i + 1) * ports_each - 1)),
+                          range(agents)))
+        say(f"{agents} agents up")
         api_port = free_port()  # after the agents: each of them took an ephemeral port meanwhile
         cfg = load_config(env={}, overrides={
             "master": cluster.master, "zk": "none", "state_dir": str(work / "state"), "policy": "fifo",
@@ -411,24 +447,42 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
             finally:
                 decisions.append(time.perf_counter() - t0)
 
+        flush = core.flush
+        flushes: list[float] = []
+
+        def timed_flush() -> None:
+            t0 = time.perf_counter()
+            try:
+                flush()
+            finally:
+                flushes.append(time.perf_counter() - t0)
+
         core.handle, core.decide = timed_handle, timed_decide  # instance attributes: the loop looks them up
+        core.flush = timed_flush
+        say("framework registered; submitting")
         spec = {"job_type": "resnet-50", "epochs": 1000, "max_ps": 1, "max_workers": 1,
                 "worker": {"cpus": 1, "gpus": 0, "mem": 512}, "ps": {"cpus": 0.5, "gpus": 0, "mem": 256}}
         t_first = time.monotonic()
-        burst = api_burst(api, "", jobs, concurrency=16, spec=spec)
+        burst = api_burst(api, "", jobs, concurrency=16, spec=spec, within=burst_seconds)
         submits = [burst.p50_ms, burst.p99_ms]
         problems += list(burst.problems)
+        say(f"{burst.accepted}/{jobs} submissions accepted in {burst.seconds:.0f} s")
         t0 = time.monotonic()
         all_running = None
         running = 0
         listed: list[dict[str, Any]] = []
+        said = t0
         while time.monotonic() - t0 < timeout:
             listed = list_jobs(api)
             running = sum(j["phase"] == "running" for j in listed)
             if running >= burst.accepted:
                 all_running = time.monotonic() - t0
                 break
+            if time.monotonic() - said >= 30:
+                said = time.monotonic()
+                say(f"{running}/{burst.accepted} jobs running")
             time.sleep(1.0)
+        say(f"{running}/{burst.accepted} jobs running; settling")
         if all_running is None:
             phases = Counter(j["phase"] for j in listed)
             problems.append(f"only {running}/{burst.accepted} jobs running after {timeout:.0f}s ({dict(phases)})")
@@ -469,7 +523,8 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
             outbound_peak_in_flight=getattr(ob, "peak_in_flight", 0), calls_by_kind=dict(calls.kinds),
             ack_p50_ms=_pct(calls.ack_delays, 0.5) * 1000, ack_p99_ms=_pct(calls.ack_delays, 0.99) * 1000,
             wave_tasks=wave[0], wave_launched_s=wave[1], wave_acknowledged_s=wave[2],
-            wave_unacknowledged=wave[3])
+            wave_unacknowledged=wave[3], flushes=len(flushes), flush_p50_ms=_pct(flushes, 0.5) * 1000,
+            flush_p99_ms=_pct(flushes, 0.99) * 1000)
     finally:
         if replica is not None:
             replica.stop()
