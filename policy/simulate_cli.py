@@ -582,8 +582,23 @@ def trace_import_philly(log, seed, output):
     show_default=True,
     help="Folder for matrix.json and matrix.png.",
 )
+@click.option(
+    "--cache",
+    "cache_path",
+    type=click.Path(dir_okay=False),
+    help="JSON-lines file of finished runs: runs found there are reused, new ones appended as they "
+    "finish (DL2 runs are keyed by the model file's sha256, so a new model re-runs only them).",
+)
+@click.option("--rerun", default=None, metavar="POLICY,...", help="With --cache: run these policies again.")
+@click.option(
+    "--versus",
+    default=None,
+    metavar="A:B",
+    help="Also print A's avg JCT over B's per point and seed (e.g. dl2:pollux).",
+)
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
-def matrix(policies, seeds, points, quick, model_path, workers, max_slots, out, progress):
+def matrix(policies, seeds, points, quick, model_path, workers, max_slots, out, cache_path, rerun, versus,
+           progress):
     """Evaluate policies on the load sweep and the contended presets: one table and one plot.
 
     Per point: offered load rho, every policy's average JCT over the seeds, and its ratio to DRF,
@@ -625,6 +640,23 @@ def matrix(policies, seeds, points, quick, model_path, workers, max_slots, out, 
             load_checkpoint(model_path)  # fail fast, before any simulation
         except CheckpointError as exc:
             raise click.ClickException(str(exc)) from None
+    pair = [n.strip().lower() for n in versus.split(":")] if versus else []
+    if versus and (len(pair) != 2 or any(n not in names for n in pair)):
+        raise click.BadParameter(f"{versus!r}: want A:B, two of the policies run", param_hint="--versus")
+    rerun_names = [n.strip().lower() for n in rerun.split(",") if n.strip()] if rerun else []
+    if rerun_names and not cache_path:
+        raise click.BadParameter("--rerun needs --cache", param_hint="--rerun")
+    not_run = [n for n in rerun_names if n not in names]
+    if not_run:
+        raise click.BadParameter(f"{not_run[0]!r} is not among the policies run", param_hint="--rerun")
+    cache = None
+    if cache_path:
+        from dl2_mesos.errors import ConfigError
+
+        try:
+            cache = mx.RunCache(cache_path)
+        except ConfigError as exc:
+            raise click.ClickException(str(exc)) from None
     out_dir = Path(out)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -642,11 +674,16 @@ def matrix(policies, seeds, points, quick, model_path, workers, max_slots, out, 
         try:
             doc = mx.evaluate_matrix(
                 names, seed_list, point_list, model_path=model_path, workers=workers, max_slots=max_slots,
-                progress=tick,
+                progress=tick, cache=cache, rerun=rerun_names,
             )
         except Dl2Error as exc:  # e.g. a policy's invalid allocation: name it, no traceback
             raise click.ClickException(f"matrix run failed: {type(exc).__name__}: {exc}") from None
     click.echo(mx.format_matrix(doc))
+    if pair:
+        click.echo("\n" + mx.format_versus(doc, pair[0], pair[1]))
+    if cache is not None:
+        used = doc["config"]["cache"]
+        click.echo(f"run cache {cache_path}: {used['reused']} runs reused, {used['ran']} run")
     json_path, png_path = out_dir / "matrix.json", out_dir / "matrix.png"
     json_path.write_text(json.dumps(doc, indent=1))
     mx.plot_matrix(doc, str(png_path))

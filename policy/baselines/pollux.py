@@ -311,22 +311,37 @@ class PolluxPolicy:
         return {"cpu": _ceil_int(r.cpus * 1000), "gpu": _ceil_int(r.gpus), "mem": _ceil_int(r.mem), "pods": 1}
 
     def request(self, state: ClusterState) -> dict:
-        """The optimiser request for ``state`` (public for tests and inspection)."""
-        jobs = [{
-            "key": j.job_id,
-            "resources": self._replica_demand(j.spec),
-            "speedup": self._speedups(j),
-            "created": j.arrival_time,
-            "max_replicas": j.spec.max_workers,
-        } for j in state.jobs]
+        """The optimiser request for ``state`` (public for tests and inspection).
+
+        A resource of which the cluster has none (GPUs on a CPU-only cluster) is left out of the
+        problem: Pollux divides each job's demand by the cluster's total to get its dominant
+        share, and 0 / 0 would make every job's objective NaN (no replicas for anyone). A job
+        that needs such a resource cannot run anywhere and is left out too.
+        """
         nodes = [{
             "key": a.agent_id,
             "resources": {"cpu": _floor_int(a.available.cpus * 1000), "gpu": _floor_int(a.available.gpus),
                           "mem": _floor_int(a.available.mem), "pods": max(1, _floor_int(a.available.cpus))},
         } for a in state.agents]
+        absent = {k for k in ("cpu", "gpu", "mem") if not any(n["resources"][k] > 0 for n in nodes)}
+        for n in nodes:
+            for k in absent:
+                del n["resources"][k]
+        jobs = []
+        for j in state.jobs:
+            demand = self._replica_demand(j.spec)
+            if any(demand[k] > 0 for k in absent):
+                continue  # needs what no agent has
+            jobs.append({
+                "key": j.job_id,
+                "resources": {k: v for k, v in demand.items() if k not in absent},
+                "speedup": self._speedups(j),
+                "created": j.arrival_time,
+                "max_replicas": j.spec.max_workers,
+            })
         base: dict[str, list[str]] = {}
         for t in state.tasks:
-            if t.role == "worker":
+            if t.role == "worker" and any(j["key"] == t.job_id for j in jobs):
                 base.setdefault(t.job_id, []).append(t.agent_id)
         if state.jobs:
             penalty = float(np.mean([min(j.restart_cost_seconds / state.slot_seconds, MAX_RESTART_PENALTY)

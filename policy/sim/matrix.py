@@ -11,20 +11,32 @@ matrix reports:
 * ratios of those means: to DRF, to Optimus, to the *best heuristic* (the baseline --
   ``dl2_mesos.policy.registry.BASELINES`` -- with the lowest mean among those run at that point)
   and to the no-queueing lower bound (:mod:`dl2_mesos.policy.sim.bounds`);
-* ``wins``: on how many seeds the policy's average JCT is below the best heuristic's.
+* ``wins``: on how many seeds the policy's average JCT is below the best heuristic's;
+* ``ms/slot``: the CPU milliseconds one decision took, over all its runs' slots (the deciding
+  process, plus the optimiser process of a policy that has one: Pollux).
 
-Runs are spread over worker processes (``spawn``; one thread each), longest first.
+Runs are spread over worker processes (``spawn``; one thread each), longest first. With a
+:class:`RunCache` (``dl2 matrix --cache FILE``) finished runs are kept in a JSON-lines file and
+reused: a costly baseline (Pollux) runs once, and a new DL2 model re-runs only the DL2 rows.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 import multiprocessing as mp
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+from dl2_mesos.errors import ConfigError
 from dl2_mesos.policy.sim.settings import CONTENDED, SWEEP
+
+logger = logging.getLogger(__name__)
 
 #: The default points: the sweep in load order, then the contended presets.
 DEFAULT_POINTS: tuple[str, ...] = tuple(name for name, _ in SWEEP) + CONTENDED
@@ -38,7 +50,7 @@ NOT_BY_DEFAULT: tuple[str, ...] = ("tetris", "fifo", "srtf")
 
 # rough relative cost of one run, to start the longest first
 _POINT_COST = {"paper-rho2": 40.0, "paper-rho1": 8.0}
-_POLICY_COST = {"srtf-gain": 3.0, "dl2": 2.0, "optimus": 2.0}
+_POLICY_COST = {"pollux": 50.0, "srtf-gain": 3.0, "dl2": 2.0, "optimus": 2.0}
 
 
 def default_policies() -> list[str]:
@@ -78,29 +90,182 @@ def run_one(task: tuple[str, str | None, str, int, int | None, bool]) -> tuple[s
     if max_slots is not None:
         sc = replace(sc, max_slots=max_slots)
     kwargs = {"model_path": model_path} if (name == "dl2" and model_path) else {}
-    m = run(make_policy(name, **kwargs), sc, generate_trace(tc, seed), seed=seed)
-    return point, name, seed, (m.to_dict() if full else m.summary())
+    policy = _TimedPolicy(make_policy(name, **kwargs))
+    try:
+        m = run(policy, sc, generate_trace(tc, seed), seed=seed)
+    finally:
+        close = getattr(policy.inner, "close", None)
+        if callable(close):
+            close()  # e.g. Pollux's optimiser process
+    out = m.to_dict() if full else m.summary()
+    out.update(policy.cost())
+    return point, name, seed, out
+
+
+class _TimedPolicy:
+    """Wraps a policy to count the CPU its decisions take (the matrix's decision-cost column).
+
+    Per ``decide``: the CPU seconds of this process during the call, plus, for a policy that
+    decides in a process of its own (Pollux), that process's CPU seconds for the decision, which
+    the policy reports in its ``cpu_seconds`` list.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = getattr(inner, "name", type(inner).__name__)
+        self._own_cpu = 0.0
+        self._decisions = 0
+
+    def decide(self, state: Any) -> Any:
+        t0 = time.process_time()
+        try:
+            return self.inner.decide(state)
+        finally:
+            self._own_cpu += time.process_time() - t0
+            self._decisions += 1
+
+    def cost(self) -> dict[str, float | int]:
+        """``decisions`` and ``decision_cpu_s`` (total, this process plus a policy's own process)."""
+        external = sum(getattr(self.inner, "cpu_seconds", None) or ())
+        return {"decisions": self._decisions, "decision_cpu_s": self._own_cpu + float(external)}
 
 
 def run_tasks(
-    tasks: list[tuple], workers: int, progress: Callable[[str, str, int], None] | None = None
+    tasks: list[tuple],
+    workers: int,
+    progress: Callable[[str, str, int], None] | None = None,
+    on_result: Callable[[str, str, int, dict[str, Any]], None] | None = None,
 ) -> list[tuple[str, str, int, dict[str, Any]]]:
-    """Run :func:`run_one` over ``tasks`` (in ``workers`` processes when > 1), longest first."""
+    """Run :func:`run_one` over ``tasks`` (in ``workers`` processes when > 1), longest first.
+
+    ``progress(point, name, seed)`` and ``on_result(point, name, seed, summary)`` are called in
+    this process as each run finishes.
+    """
     order = sorted(tasks, key=lambda t: -_POINT_COST.get(t[2], 1.0) * _POLICY_COST.get(t[0], 1.0))
     out = []
+
+    def done(r: tuple[str, str, int, dict[str, Any]]) -> None:
+        out.append(r)
+        if on_result:
+            on_result(*r)
+        if progress:
+            progress(r[0], r[1], r[2])
+
     if workers > 1 and len(order) > 1:
         with mp.get_context("spawn").Pool(min(workers, len(order)), initializer=_worker_init) as pool:
             for r in pool.imap_unordered(run_one, order, chunksize=1):
-                out.append(r)
-                if progress:
-                    progress(r[0], r[1], r[2])
+                done(r)
     else:
         for t in order:
-            r = run_one(t)
-            out.append(r)
-            if progress:
-                progress(r[0], r[1], r[2])
+            done(run_one(t))
     return out
+
+
+#: The first field of every line of a run cache (:class:`RunCache`).
+CACHE_FORMAT = "dl2-matrix-run/1"
+
+
+def run_identity(name: str, model_path: str | None = None) -> str:
+    """What, besides point, seed and slot cap, decides a run's result: the policy name, and for
+    ``dl2`` the sha256 of the weights file (the shipped one when ``model_path`` is None).
+
+    A cached ``dl2`` run is so reused only for the very same model: when a new model is shipped,
+    the DL2 rows are run again and every baseline row still comes from the cache.
+    """
+    if name != "dl2":
+        return name
+    from dl2_mesos.policy.dl2.checkpoint import shipped_model_path
+
+    path = Path(model_path) if model_path else shipped_model_path()
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the DL2 model {path}: {exc}") from None
+    return f"dl2@sha256:{digest[:16]}"
+
+
+class RunCache:
+    """Finished matrix runs kept in a JSON-lines file, so a matrix can be resumed or extended.
+
+    One line per run: ``{"format", "point", "policy", "seed", "max_slots", "identity", "summary"}``
+    (``identity`` from :func:`run_identity`). Every run is appended (and flushed to disk) as soon as
+    it finishes, so an interrupted matrix keeps what it ran (a torn last line, left by a writer
+    killed mid-line, is dropped on reading); when a run appears twice, the later line wins. The cache trusts its rows: after changing a policy's code or the simulator, name
+    that policy in ``rerun`` (``dl2 matrix --rerun``) or start a new file.
+
+    Raises:
+        ConfigError: the file cannot be read, or a line other than a torn last one (what a
+            killed writer leaves) is not a run record of this format; the message names the line.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._rows: dict[tuple[str, str, int, int | None, str], dict[str, Any]] = {}
+        if self.path.exists():
+            self._load()
+
+    @staticmethod
+    def _key(point: str, identity: str, seed: int, max_slots: int | None) -> tuple:
+        return (point, identity, int(seed), None if max_slots is None else int(max_slots))
+
+    def _load(self) -> None:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read the run cache {self.path}: {exc}") from None
+        lines = text.split("\n")
+        torn_tail = not text.endswith("\n")  # the last line was being written when the writer died
+        for i, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                if not isinstance(rec, dict) or rec.get("format") != CACHE_FORMAT:
+                    raise ValueError(f"not a {CACHE_FORMAT} record")
+                key = self._key(rec["point"], rec["identity"], rec["seed"], rec["max_slots"])
+                summary = rec["summary"]
+                if not isinstance(summary, dict) or not isinstance(rec["policy"], str):
+                    raise ValueError("no run summary")
+                float(summary["avg_jct"]), int(summary["num_jobs"]), int(summary["num_finished"])
+            except (ValueError, KeyError, TypeError) as exc:
+                if torn_tail and i == len(lines):
+                    logger.warning("run cache %s: dropping the torn last line %d (%s)", self.path, i, exc)
+                    continue
+                raise ConfigError(f"run cache {self.path}, line {i}: {exc}") from None
+            self._rows[key] = summary
+        if torn_tail and text:
+            # drop the torn record (a killed writer's partial line), so that the next record starts
+            # on a line of its own and the file reads cleanly again
+            keep = len(text[: text.rfind("\n") + 1].encode("utf-8"))
+            try:
+                os.truncate(self.path, keep)
+            except OSError as exc:
+                raise ConfigError(f"cannot repair the run cache {self.path}: {exc}") from None
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def get(self, point: str, identity: str, seed: int, max_slots: int | None) -> dict[str, Any] | None:
+        """The cached summary of that run, or None."""
+        return self._rows.get(self._key(point, identity, seed, max_slots))
+
+    def put(self, point: str, policy: str, identity: str, seed: int, max_slots: int | None,
+            summary: dict[str, Any]) -> None:
+        """Record a finished run (appended to the file at once)."""
+        rec = {"format": CACHE_FORMAT, "point": point, "policy": policy, "seed": int(seed),
+               "max_slots": max_slots, "identity": identity, "summary": summary}
+        self._append_text(json.dumps(rec, sort_keys=True) + "\n")
+        self._rows[self._key(point, identity, seed, max_slots)] = summary
+
+    def _append_text(self, text: str) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            raise ConfigError(f"cannot write the run cache {self.path}: {exc}") from None
 
 
 def point_reference(point: str, seeds: Sequence[int]) -> dict[str, Any]:
@@ -148,6 +313,11 @@ def summarise_point(
             ),
             "rescales": sum(float(by_seed[int(s)]["rescales"]) for s in seeds) / len(seeds),
         }
+        decisions = [by_seed[int(s)].get("decisions") for s in seeds]
+        cpu = [by_seed[int(s)].get("decision_cpu_s") for s in seeds]
+        if all(d is not None for d in decisions) and all(c is not None for c in cpu) and sum(decisions) > 0:
+            # CPU milliseconds per decision over all seeds' slots (runs cached without it: absent)
+            pols[name]["decision_cpu_ms"] = 1000.0 * sum(cpu) / sum(decisions)
     heuristics = [n for n in pols if n in BASELINES]
     best = min(heuristics, key=lambda n: pols[n]["avg_jct"]) if heuristics else None
     bound = ref["bound"]["avg_jct"]
@@ -175,20 +345,44 @@ def evaluate_matrix(
     workers: int = 2,
     max_slots: int | None = None,
     progress: Callable[[str, str, int], None] | None = None,
+    cache: RunCache | None = None,
+    rerun: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Run every policy on every point and seed; returns the matrix document (JSON-ready).
 
+    With a ``cache``, runs found there are reused (``progress`` is called for them too) and every
+    new run is appended to it as it finishes; the policies named in ``rerun`` run again anyway.
+
     Raises:
-        ConfigError: an unknown point (preset) name.
+        ConfigError: an unknown point (preset) name; an unreadable DL2 model or run cache.
     """
     from dl2_mesos.policy.sim.settings import preset
 
     for p in points:
         preset(p)  # fail before any run
     refs = {p: point_reference(p, seeds) for p in points}  # the trace-only figures, also before any run
-    tasks = [(n, model_path, p, int(s), max_slots, False) for p in points for n in policies for s in seeds]
+    identity = {n: run_identity(n, model_path) for n in policies}
     runs: dict[str, dict[str, dict[int, dict]]] = {p: {n: {} for n in policies} for p in points}
-    for point, name, seed, summary in run_tasks(tasks, workers, progress):
+    tasks = []
+    for p in points:
+        for n in policies:
+            for s in seeds:
+                hit = cache.get(p, identity[n], int(s), max_slots) if cache is not None and n not in rerun else None
+                if hit is None:
+                    tasks.append((n, model_path, p, int(s), max_slots, False))
+                else:
+                    runs[p][n][int(s)] = hit
+                    if progress:
+                        progress(p, n, int(s))
+    reused = sum(len(by_seed) for by_pol in runs.values() for by_seed in by_pol.values())
+
+    def finished(point: str, name: str, seed: int, summary: dict[str, Any]) -> None:
+        if cache is not None:
+            cache.put(point, name, identity[name], seed, max_slots, summary)
+        if progress:
+            progress(point, name, seed)
+
+    for point, name, seed, summary in run_tasks(tasks, workers, None, on_result=finished):
         runs[point][name][seed] = summary
     out = [summarise_point(refs[p], runs[p], seeds) for p in points]
     return {
@@ -197,7 +391,9 @@ def evaluate_matrix(
             "policies": list(policies),
             "seeds": [int(s) for s in seeds],
             "model": model_path or "shipped",
+            "model_identity": identity.get("dl2"),
             "max_slots": max_slots,
+            "cache": None if cache is None else {"path": str(cache.path), "reused": reused, "ran": len(tasks)},
             "units": {"time": "seconds"},
             "rho": "CPU-, GPU- and memory-seconds every job uses at its fastest size / (cluster total x "
             "the no-queueing bound's makespan); the largest (the bottleneck) is shown",
@@ -215,6 +411,7 @@ def format_matrix(doc: dict[str, Any]) -> str:
     head = (
         f"{'point':<14} {'nodes':>5} {'jobs':>5} {'rho':>5} {'policy':<11} {'avg JCT (s)':>11} "
         f"{'vs DRF':>7} {'vs Optimus':>10} {'vs best':>7} {'vs bound':>8} {'wins':>6} {'unfin':>5}"
+        f" {'ms/slot':>8}"
     )
     lines = [head, "-" * len(head)]
     for pt in doc["points"]:
@@ -232,7 +429,7 @@ def format_matrix(doc: dict[str, Any]) -> str:
             lines.append(
                 f"{lead} {label:<11} {r['avg_jct']:>11.0f} {_ratio(rat, 'vs_drf'):>7} "
                 f"{_ratio(rat, 'vs_optimus'):>10} {_ratio(rat, 'vs_best_heuristic'):>7} "
-                f"{_ratio(rat, 'vs_bound'):>8} {wins:>6} {r['unfinished']:>5}"
+                f"{_ratio(rat, 'vs_bound'):>8} {wins:>6} {r['unfinished']:>5} {_cost(r):>8}"
             )
             first = False
         lines.append(f"{'':32} {'(bound)':<11} {pt['bound']['avg_jct']:>11.0f}")
@@ -241,9 +438,38 @@ def format_matrix(doc: dict[str, Any]) -> str:
         f"seeds {_seed_text(seeds)}; model {doc['config']['model']}; rho = offered load, bottleneck "
         f"{'/'.join(bottlenecks)} (policy/sim/load.py); * = best heuristic at the point; vs best = avg JCT / "
         f"best heuristic's; wins = seeds where the policy's avg JCT is below the best heuristic's; "
-        f"unfin = jobs unfinished at max_slots (all seeds)"
+        f"unfin = jobs unfinished at max_slots (all seeds); ms/slot = CPU milliseconds per decision "
+        f"(the deciding process plus a policy's own optimiser process)"
     )
     return "\n".join(lines)
+
+
+def format_versus(doc: dict[str, Any], policy: str, other: str) -> str:
+    """``policy``'s avg JCT over ``other``'s at every point: the ratio of the means over the
+    seeds, then per seed (below 1: ``policy`` is better).
+
+    Raises:
+        ConfigError: either policy was not run.
+    """
+    for name in (policy, other):
+        if name not in doc["config"]["policies"]:
+            raise ConfigError(f"{name!r} is not among the policies run")
+    lines = [f"{policy} vs {other} (avg JCT ratio of the means; per seed):"]
+    for pt in doc["points"]:
+        a, b = pt["policies"][policy], pt["policies"][other]
+        per_seed = ", ".join(
+            f"{s}: {a['per_seed'][s] / b['per_seed'][s]:.3f}" for s in a["per_seed"] if b["per_seed"][s] > 0
+        )
+        mean = f"{a['avg_jct'] / b['avg_jct']:.3f}" if b["avg_jct"] > 0 else "-"
+        lines.append(f"  {pt['point']:<14} rho {pt['rho']:.2f}: {mean}  {per_seed}")
+    return "\n".join(lines)
+
+
+def _cost(r: dict[str, Any]) -> str:
+    ms = r.get("decision_cpu_ms")
+    if ms is None:
+        return "-"
+    return f"{ms:.1f}" if ms < 1000 else f"{ms:.0f}"
 
 
 def _seed_text(seeds: Sequence[int]) -> str:
@@ -300,14 +526,18 @@ def plot_matrix(doc: dict[str, Any], path: str) -> None:
 
 
 __all__ = [
+    "CACHE_FORMAT",
     "DEFAULT_POINTS",
     "DEFAULT_SEEDS",
     "QUICK_POINTS",
     "QUICK_SEEDS",
+    "RunCache",
     "default_policies",
     "evaluate_matrix",
     "format_matrix",
+    "format_versus",
     "plot_matrix",
+    "run_identity",
     "run_one",
     "run_tasks",
 ]

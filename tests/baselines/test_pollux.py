@@ -118,6 +118,25 @@ def test_jobs_without_parameter_servers(pollux):
         assert alloc.get_counts(f"t{i}").num_ps == 0
 
 
+def test_a_cluster_without_gpus_still_gets_replicas(pollux):
+    """Pollux divides demands by the cluster's totals (dominant share): with no GPU anywhere,
+    0 / 0 made every job's objective NaN and no job got a replica. GPU-free agents and jobs must
+    be scheduled; a job that needs a GPU there cannot run and is left out."""
+    cpu_node = Resources(cpus=4.0, gpus=0.0, mem=4096.0)
+    small = {"worker": Resources(cpus=1.0, gpus=0.0, mem=256.0), "ps": Resources(cpus=0.5, gpus=0.0, mem=128.0)}
+    jobs = [(f"c{i}", JobSpec(job_type="resnet-50", epochs=6.0, **small), 0, 0) for i in range(2)]
+    jobs.append(("g", JobSpec(job_type="resnet-50", epochs=6.0), 0, 0))  # default worker: 1 GPU
+    state = _state(2, jobs, agent=cpu_node)
+    req = pollux.request(state)
+    assert all("gpu" not in n["resources"] for n in req["nodes"])
+    assert [j["key"] for j in req["jobs"]] == ["c0", "c1"]
+    assert req["jobs"][0]["resources"] == {"cpu": 1500, "mem": 384, "pods": 1}
+    alloc = pollux.decide(state)
+    validate_allocation(alloc, state)
+    assert alloc.get_counts("c0").num_workers >= 1 and alloc.get_counts("c1").num_workers >= 1
+    assert alloc.get_counts("g").num_workers == 0
+
+
 def test_a_dead_worker_gives_a_clear_error_and_the_next_slot_starts_a_new_one():
     p = PolluxPolicy(seed=1)
     try:
