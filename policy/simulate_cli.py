@@ -44,6 +44,11 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
+def plotting_available() -> bool:
+    """Whether the ``plot`` extra (matplotlib) is installed."""
+    return importlib.util.find_spec("matplotlib") is not None
+
+
 def parse_overrides(text: str, cls) -> dict:
     """``"num_jobs=50,arrival=poisson"`` -> typed keyword arguments for dataclass ``cls``."""
     known = {f.name: f for f in fields(cls)}
@@ -379,7 +384,7 @@ def simulate(
         )
     if trace_file and generate:
         raise click.UsageError("give --trace or --generate, not both")
-    if plot_out and importlib.util.find_spec("matplotlib") is None:
+    if plot_out and not plotting_available():
         raise click.BadParameter("needs matplotlib: pip install 'dl2-mesos[plot]'", param_hint="--plot")
     seed_list = parse_seeds(seeds)
     try:
@@ -686,5 +691,9 @@ def matrix(policies, seeds, points, quick, model_path, workers, max_slots, out, 
         click.echo(f"run cache {cache_path}: {used['reused']} runs reused, {used['ran']} run")
     json_path, png_path = out_dir / "matrix.json", out_dir / "matrix.png"
     json_path.write_text(json.dumps(doc, indent=1))
+    if not plotting_available():
+        # The runs may have taken hours: keep the table and the JSON, skip only the picture.
+        click.echo(f"wrote {json_path}; no plot: needs matplotlib: pip install 'dl2-mesos[plot]'")
+        return
     mx.plot_matrix(doc, str(png_path))
     click.echo(f"wrote {json_path} and {png_path}")

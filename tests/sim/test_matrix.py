@@ -91,6 +91,20 @@ def test_matrix_command_writes_table_json_and_plot(tmp_path):
     assert (tmp_path / "matrix.png").stat().st_size > 0
 
 
+def test_matrix_without_matplotlib_keeps_the_table_and_the_json(tmp_path, monkeypatch):
+    import dl2_mesos.policy.simulate_cli as cli
+
+    monkeypatch.setattr(cli, "plotting_available", lambda: False)
+    res = CliRunner().invoke(
+        matrix, ["--points", "tiny", "--policies", "drf", "--seeds", "1", "--workers", "1",
+                 "--out", str(tmp_path), "--no-progress"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "vs best" in res.output and "no plot: needs matplotlib" in res.output
+    assert json.loads((tmp_path / "matrix.json").read_text())["points"][0]["point"] == "tiny"
+    assert not (tmp_path / "matrix.png").exists()
+
+
 @pytest.mark.parametrize(
     "args, msg",
     [
