@@ -242,21 +242,31 @@ class DriftRun:
 
 
 def corrupt(policy: Any) -> None:
-    """A deliberately bad 'update': growing dominates every other action (void, shrink, pause),
-    so every slot every running job is grown again (and restarted, at its restart cost) while
-    anything fits, and capacity is spread over ever larger jobs past their efficient size."""
+    """A deliberately bad 'update'.
+
+    Elastic models: pausing dominates every other action, so every slot every running job is
+    paused, the no-stall rule starts them again at their minimum, and the next slot pauses them
+    again: each job pays its restart cost every other slot and runs at its smallest size. The
+    drop shows in the first window after it (a slower-acting corruption, e.g. one that only
+    grows jobs, can look harmless for a window on a loaded machine and then be accepted).
+    Add-only models (no pause): growing dominates instead (every grow restarts the job)."""
     import torch
+
+    from dl2_mesos.policy.dl2.slot import BUNDLE, PAUSE, PS, WORKER
 
     actor = policy.net.actor
     cfg = actor.cfg
+    bad = [PAUSE] if cfg.per_job > PAUSE else [WORKER, PS, BUNDLE]
     with torch.no_grad():
         if cfg.arch == "flat":
             bias = actor.head.bias.view(-1)
             bias[-1] -= 100.0  # void
             for i in range(cfg.window):
-                bias[cfg.per_job * i: cfg.per_job * i + 3] += 100.0  # +worker, +PS, +bundle
+                for a in bad:
+                    bias[cfg.per_job * i + a] += 100.0
         else:
-            actor.job_head.bias[:3] += 100.0
+            for a in bad:
+                actor.job_head.bias[a] += 100.0
             actor.void_head[-1].bias -= 100.0
     policy.reload_weights()
 
