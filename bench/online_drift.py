@@ -7,7 +7,8 @@ Three live runs of the same workload (:mod:`dl2_rigs.online_drift`: light execut
 train at the speed table's pace, one 2 s live slot = one 1200 s simulated slot; the first half
 of the jobs as the model was trained on, the second half drifted: other types, three times as
 long, arriving faster): DL2 frozen, DL2 with online updates, and DL2 with online updates where
-one update is replaced by a corrupted one (every job paused) that the rollback must catch.
+one update is replaced by a corrupted one (every job grown or paused every slot) that the rollback
+must catch.
 Prints the average JCT of the drifted half (and of all jobs) for frozen vs online, the model
 versions created, and the rollbacks with their reasons.
 """

@@ -242,31 +242,33 @@ class DriftRun:
 
 
 def corrupt(policy: Any) -> None:
-    """A deliberately bad 'update'.
+    """A deliberately bad 'update' that changes every job every slot.
 
-    Elastic models: pausing dominates every other action, so every slot every running job is
-    paused, the no-stall rule starts them again at their minimum, and the next slot pauses them
-    again: each job pays its restart cost every other slot and runs at its smallest size. The
-    drop shows in the first window after it (a slower-acting corruption, e.g. one that only
-    grows jobs, can look harmless for a window on a loaded machine and then be accepted).
-    Add-only models (no pause): growing dominates instead (every grow restarts the job)."""
+    Growing dominates every other action and, where a grow does not fit, pausing comes next
+    (elastic models): each slot every running job is grown (a restart) or paused, and a paused
+    job is started again the next slot, so every job pays its restart cost every slot. (Growing
+    alone, or pausing alone, can be nearly harmless on some workloads: a full cluster masks the
+    grows, and with pauses alone the no-stall rule restarts every job at its minimum size, which
+    on a light workload costs little.) Add-only models get the growing part only."""
     import torch
 
     from dl2_mesos.policy.dl2.slot import BUNDLE, PAUSE, PS, WORKER
 
     actor = policy.net.actor
     cfg = actor.cfg
-    bad = [PAUSE] if cfg.per_job > PAUSE else [WORKER, PS, BUNDLE]
+    boost = {WORKER: 100.0, PS: 100.0, BUNDLE: 100.0}
+    if cfg.per_job > PAUSE:
+        boost[PAUSE] = 50.0
     with torch.no_grad():
         if cfg.arch == "flat":
             bias = actor.head.bias.view(-1)
             bias[-1] -= 100.0  # void
             for i in range(cfg.window):
-                for a in bad:
-                    bias[cfg.per_job * i + a] += 100.0
+                for a, b in boost.items():
+                    bias[cfg.per_job * i + a] += b
         else:
-            for a in bad:
-                actor.job_head.bias[a] += 100.0
+            for a, b in boost.items():
+                actor.job_head.bias[a] += b
             actor.void_head[-1].bias -= 100.0
     policy.reload_weights()
 
