@@ -58,6 +58,11 @@ class JobLifecycle:
         out: list[Command] = []
         if state == "TASK_FINISHED" and not task.killing:
             out += self._maybe_finish(job, now)
+        elif state == "TASK_FINISHED" and task.role == "worker" and job.epochs_done >= job.spec.epochs:
+            # the worker trained its last epoch before a stop (pause, shrink) reached it: the job
+            # is done. Waiting for a restart instead would run the job again from its final
+            # checkpoint only to finish at once.
+            out += self.end(job, JobPhase.FINISHED, "workers finished (before a stop reached them)", now)
         elif state in ("TASK_FAILED", "TASK_ERROR") and not task.killing:
             out += self.task_failed(job, f"task {tid} {state}: {status.get('message', '')}".strip(), now)
         elif state == "TASK_KILLED" and not task.killing:

@@ -362,6 +362,36 @@ def test_preempted_job_goes_back_to_pending():
     assert len(h.driver.named("killTask")) == 2
 
 
+def _pause_after_progress(epochs_reported: float):
+    policy = ScriptedPolicy()
+    h = Harness(policy)
+    h.register()
+    job = h.submit(epochs=10)
+    h.offer(make_offer("a1"))
+    h.tick()
+    h.run_all(job)
+    w = job.live_tasks("worker")[0]
+    msg = ProgressReport(job.job_id, w.task_id, 0, epochs_reported, 100, 100.0, timestamp=h.clock.t)
+    h.core.handle(ev.FrameworkMessage(w.executor_id, w.agent_id, encode_b64(msg)))
+    policy.counts[0] = (0, 0)  # the policy pauses the job while its last epoch ends
+    h.next_slot()
+    assert w.killing
+    return h, job, w
+
+
+def test_worker_that_finished_its_last_epoch_while_being_paused_finishes_the_job():
+    h, job, w = _pause_after_progress(10.0)
+    h.core.handle(status(w.task_id, "TASK_FINISHED"))
+    assert job.phase == JobPhase.FINISHED and job.epochs_done == job.spec.epochs
+    assert h.store.load_jobs()[job.job_id].phase == JobPhase.FINISHED
+
+
+def test_finished_status_of_a_stopped_worker_short_of_its_epochs_does_not_finish_the_job():
+    h, job, w = _pause_after_progress(4.0)
+    h.core.handle(status(w.task_id, "TASK_FINISHED"))
+    assert job.phase == JobPhase.PENDING and job.epochs_done == 4.0
+
+
 def test_suspended_zookeeper_stops_deciding_and_declines():
     h = Harness(ScriptedPolicy())
     h.register()

@@ -141,8 +141,20 @@ class SpeedHub(Hub):
         if run is None:
             run = self.jobs[spec.job_id] = _JobRun(spec.job_type, spec.epochs, spec.runtime != "pytorch", spec.cluster)
             self.spawn(self._train(spec.job_id))
+        elif run.finished:
+            # like the real executor, which finds the final checkpoint and reports the job done
+            self.spawn(self._finish_again(spec, ex))
         else:
             self.regenerated(spec.job_id, spec.cluster)
+
+    async def _finish_again(self, spec: LaunchSpec, ex: _SpeedExecutor) -> None:
+        run = self.jobs[spec.job_id]
+        await ex.send(ProgressReport(spec.job_id, spec.task_id, spec.cluster.generation, run.done,
+                                     int(run.done * 100), 100.0, timestamp=time.time()))
+        if ex.tasks.pop(spec.task_id, None) is not None:
+            await ex.status(spec.task_id, "TASK_FINISHED", "speed hub: epochs reached (final checkpoint)")
+        if not ex.tasks:
+            ex.done.set()
 
     def regenerated(self, job_id: str, cluster: Any) -> None:
         run = self.jobs.get(job_id)
