@@ -126,12 +126,24 @@ def _res(d: Any) -> Resources:
         return Resources()
 
 
-def agents_of(snapshot: Mapping[str, Any] | None) -> list[tuple[str, str, Resources]]:
-    """(agent id, hostname, total) of every agent in a :meth:`CapacityBook.snapshot`."""
-    out = []
-    for a in (snapshot or {}).get("agents") or []:
-        if isinstance(a, dict):
-            out.append((str(a.get("agent_id", "")), str(a.get("hostname", "")), _res(a.get("total"))))
+_agents_memo: tuple[Any, tuple[tuple[str, str, Resources], ...]] = (None, ())
+
+
+def agents_of(snapshot: Mapping[str, Any] | None) -> tuple[tuple[str, str, Resources], ...]:
+    """(agent id, hostname, total) of every agent in a :meth:`CapacityBook.snapshot`.
+
+    Published snapshots are never mutated, so the answer for the latest one is kept: every
+    submission checks its spec against the same published agent list (parsing 500 agents per
+    submission was a tenth of the framework's CPU during a burst).
+    """
+    global _agents_memo
+    listed = (snapshot or {}).get("agents") or []
+    memo = _agents_memo  # one read: another thread may replace it meanwhile
+    if memo[0] is listed and listed:  # the memo holds the list, so its identity cannot be reused
+        return memo[1]
+    out = tuple((str(a.get("agent_id", "")), str(a.get("hostname", "")), _res(a.get("total")))
+                for a in listed if isinstance(a, dict))
+    _agents_memo = (listed, out)
     return out
 
 

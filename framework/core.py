@@ -52,7 +52,7 @@ from dl2_mesos.framework.state_store import StateStore
 from dl2_mesos.restart_costs import RESTART_COSTS_FILE, RestartCostBook
 from dl2_mesos.slot_accounting import RescaleLedger, account_counts
 from dl2_mesos.framework.transitions import Transition
-from dl2_mesos.framework.views import build_view
+from dl2_mesos.framework.views import build_view, patch_view
 
 logger = logging.getLogger(__name__)
 
@@ -419,19 +419,34 @@ class SchedulerCore:
 
     def view(self) -> dict[str, Any]:
         """A JSON-able snapshot for the HTTP API (see :mod:`dl2_mesos.framework.views`)."""
+        self.book.take_touched()  # all of them are rebuilt now
+        cluster = self._cluster_fields()
+        policy_name = cluster["policy"]
+        self.metrics.observe_cluster(self.offers, self.jobs.values(), policy_name)
+        return {**build_view(self.book, self.offers, self.launcher.pending, self.metrics, cluster, self._policy_view(),
+                             capacity=self.capacity, now=self.clock()),
+                "history": self.history.snapshot()}
+
+    def view_patch(self, previous: dict[str, Any]) -> dict[str, Any]:
+        """``previous`` (a :meth:`view`) with the jobs changed since then rebuilt: cheap, for
+        answering API commands between full views (see :func:`~dl2_mesos.framework.views.patch_view`)."""
+        return {**patch_view(previous, self.book, self.book.take_touched(), self.launcher.pending,
+                             self._cluster_fields(), self._policy_view(), capacity=self.capacity, now=self.clock()),
+                "history": self.history.snapshot()}
+
+    def _cluster_fields(self) -> dict[str, Any]:
+        """The core's own fields of the view's ``cluster`` section."""
         policy_name = getattr(self.policy, "name", type(self.policy).__name__)
-        cluster = {
+        return {
             "framework_id": self.framework_id, "registered": self.registered, "suspended": self.suspended,
             "slot": self.current_slot(), "slot_seconds": self.cfg.slot, "policy": policy_name,
             "last_decision": self.last_decision,
             "executor_overhead": {"cpus": self.cfg.executor_cpus, "gpus": 0.0, "mem": self.cfg.executor_mem},
         }
-        self.metrics.observe_cluster(self.offers, self.jobs.values(), policy_name)
-        policy = self.learner.describe() if self.learner is not None else {
+
+    def _policy_view(self) -> dict[str, Any]:
+        return self.learner.describe() if self.learner is not None else {
             "name": getattr(self.policy, "name", "?"), "online_learning": False}
-        return {**build_view(self.book, self.offers, self.launcher.pending, self.metrics, cluster, policy,
-                             capacity=self.capacity, now=self.clock()),
-                "history": self.history.snapshot()}
 
     # -- slots ---------------------------------------------------------------------------------
     def tick(self) -> None:

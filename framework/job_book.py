@@ -30,6 +30,7 @@ class JobBook:
         #: when a task is lost between slots)
         self.intended: dict[str, JobAllocation] = {}
         self._dirty: set[str] = set()
+        self._touched: set[str] = set()  # jobs changed (or removed) since the view last took them
         self._acks: list[dict[str, Any]] = []
         self._progress_saved: dict[str, float] = {}
 
@@ -79,6 +80,7 @@ class JobBook:
                 self.task_index.pop(task_id, None)
         self.intended.pop(job_id, None)
         self._dirty.discard(job_id)
+        self._touched.add(job_id)
         self._progress_saved.pop(job_id, None)
         return job
 
@@ -88,6 +90,13 @@ class JobBook:
 
     def mark_dirty(self, job: FrameworkJob) -> None:
         self._dirty.add(job.job_id)
+        self._touched.add(job.job_id)
+
+    def take_touched(self) -> set[str]:
+        """Ids of the jobs marked changed, added or removed since the last call (for the API
+        view: a command's reply shows the jobs it changed without rebuilding every job's view)."""
+        touched, self._touched = self._touched, set()
+        return touched
 
     def mark_killing(self, job: FrameworkJob, task: TaskRecord) -> bool:
         """Note that ``task`` is being stopped; True when a kill must be sent (it is not ended yet)."""

@@ -17,7 +17,8 @@ from dl2_mesos.framework.retention import expire_ended_jobs
 logger = logging.getLogger(__name__)
 
 TICK_SECONDS = 0.2
-PUBLISH_SECONDS = 0.25
+PUBLISH_SECONDS = 0.25  # the view lags the state by at most this while events arrive
+IDLE_PUBLISH_SECONDS = 1.0  # and by at most this when none did (clocks, ticks' timeouts)
 BATCH_SECONDS = 0.1  # the most time spent on queued events before the view is published again
 RETENTION_SECONDS = 60.0  # how often ended jobs are checked against the retention rule
 
@@ -82,9 +83,9 @@ class SchedulingLoop:
         except Exception:  # noqa: BLE001 - counting must never be what stops the loop
             logger.debug("loop error metric", exc_info=True)
 
-    def _publish(self) -> None:
+    def _publish(self, patch: bool = False) -> None:
         try:
-            self._view = self.core.view()
+            self._view = self.core.view_patch(self._view) if patch else self.core.view()
         except (StaleVersion, StoreUnavailable):
             raise
         except Exception:  # the previous view stays published
@@ -120,6 +121,7 @@ class SchedulingLoop:
 
     def _loop(self) -> None:
         last_publish = 0.0
+        handled = False  # events handled since the view was last published
         while True:
             try:
                 event = self.events.get(timeout=TICK_SECONDS)
@@ -131,6 +133,7 @@ class SchedulingLoop:
             stop: ev.Stop | None = None
             try:
                 if event is not None:
+                    handled = True
                     self._handle(event)
                     # handle what is already queued before publishing: one view per batch, not one
                     # per event (with 1000 jobs a view costs tens of ms; a burst of submissions
@@ -172,10 +175,19 @@ class SchedulingLoop:
             except Exception:
                 self._survived("tick", self.core)
             now = time.monotonic()
-            if (now - last_publish >= PUBLISH_SECONDS or self.core.replies
-                    or (event is not None and self.events.empty())):
+            # A view costs O(jobs + agents) (tens of ms at 1000 jobs): publish one per
+            # PUBLISH_SECONDS while events arrive, not one per drained batch (a steady trickle of
+            # status updates drains the queue after every event, and a burst of submissions has a
+            # reply in every batch: views then took most of the loop's time, delaying the updates'
+            # acknowledgements). API commands are answered after a view that shows them: between
+            # full views, the last one patched with the jobs the batch changed.
+            since = now - last_publish
+            if since >= IDLE_PUBLISH_SECONDS or (handled and since >= PUBLISH_SECONDS):
                 self._publish()
                 last_publish = now
+                handled = False
+            elif self.core.replies:
+                self._publish(patch=True)
             try:
                 self.core.resolve_replies()
             except Exception:  # an API caller that went away must not stop the loop

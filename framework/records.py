@@ -150,6 +150,7 @@ class FrameworkJob:
     request_digest: str = ""  # spec_digest of the submitted spec (with idempotency_key)
     started_at: float | None = None  # wall clock it first ran (queue wait = started_at - submitted_at)
     _cluster_json: tuple[Any, dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+    _spec_json: tuple[Any, dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     def set_phase(self, phase: JobPhase, now: float, message: str = "") -> None:
         if phase != self.phase:
@@ -248,13 +249,24 @@ class FrameworkJob:
         """Slots that restarted the job from its checkpoint (grow, shrink, resume)."""
         return self.ledger.rescales
 
+    def _spec_dict(self) -> dict[str, Any]:
+        # the spec is immutable: convert it once (the API view is rebuilt several times a second,
+        # and shares this dict between views; nothing mutates a published view)
+        if self._spec_json is None or self._spec_json[0] is not self.spec:
+            self._spec_json = (self.spec, self.spec.to_dict())
+        return self._spec_json[1]
+
     def public(self) -> dict[str, Any]:
         """The job as the HTTP API shows it."""
+        live = {"ps": 0, "worker": 0}
+        for t in self.tasks.values():
+            if t.live and t.role in live:
+                live[t.role] += 1
         return {
             "id": self.job_id, "name": self.spec.name, "job_type": self.spec.job_type,
             "phase": self.phase.value, "epochs": self.spec.epochs, "epochs_done": round(self.epochs_done, 4),
             "progress": round(min(1.0, self.epochs_done / self.spec.epochs), 4),
-            "num_ps": self.num_ps, "num_workers": self.num_workers, "generation": self.generation,
+            "num_ps": live["ps"], "num_workers": live["worker"], "generation": self.generation,
             "rescales": self.rescales, "restart_count": self.restart_count,
             "measured_epochs_per_second": self.measured_eps, "submitted_at": self.submitted_at,
             "phase_times": dict(self.phase_times), "message": self.message, "started_at": self.started_at,
@@ -264,7 +276,7 @@ class FrameworkJob:
                  "hostname": t.hostname, "ports": list(t.ports), "state": t.state, "killing": t.killing}
                 for t in sorted(self.tasks.values(), key=lambda t: (t.role, t.rank, t.task_id))
             ],
-            "spec": self.spec.to_dict(),
+            "spec": self._spec_dict(),
         }
 
 

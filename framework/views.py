@@ -96,6 +96,43 @@ def build_view(book: JobBook, offers: OfferBook, pending: Mapping[str, Any], met
     }
 
 
+def patch_view(previous: Mapping[str, Any], book: JobBook, touched: set[str], pending: Mapping[str, Any],
+               cluster: dict[str, Any], policy: dict[str, Any], *, capacity: CapacityBook | None = None,
+               now: float = 0.0) -> dict[str, Any]:
+    """``previous`` (a :func:`build_view` result) with the jobs in ``touched`` rebuilt or dropped.
+
+    The core's own cluster fields, the allocations, phase counts, pending transitions and the
+    policy section are brought up to date too; agents, capacity and the gauges stay as
+    ``previous`` had them (the next full view refreshes them). O(touched jobs) instead of O(jobs +
+    agents): what answering a stream of API commands needs.
+    """
+    old_cluster = previous["cluster"]
+    ctx = _reason_context(cluster, capacity, old_cluster.get("capacity"))
+    jobs = dict(previous["jobs"])
+    allocations = dict(old_cluster.get("allocations") or {})
+    for job_id in touched:
+        job = book.jobs.get(job_id)
+        if job is None:
+            jobs.pop(job_id, None)
+            allocations.pop(job_id, None)
+            continue
+        jobs[job_id] = view = _job_view(job, cluster, pending, ctx, now)
+        if job.phase.terminal:
+            allocations.pop(job_id, None)
+        else:
+            allocations[job_id] = {"num_ps": view["num_ps"], "num_workers": view["num_workers"]}
+    counts = {p.value: 0 for p in JobPhase}
+    for v in jobs.values():
+        counts[v["phase"]] += 1
+    return {
+        **previous,
+        "jobs": jobs,
+        "cluster": {**old_cluster, **cluster, "allocations": allocations, "jobs_by_phase": counts,
+                    "pending_transitions": sorted(pending)},
+        "policy": policy,
+    }
+
+
 def _job_view(job: Any, cluster: Mapping[str, Any], pending: Mapping[str, Any], ctx: dict[str, Any],
               now: float) -> dict[str, Any]:
     """A job's public view with its times and, while it is pending, why."""
@@ -128,5 +165,10 @@ def _reason_context(cluster: Mapping[str, Any], capacity: CapacityBook | None,
             for jid in hit:
                 if jid not in lost or lost[jid][1] < at:
                     lost[jid] = (host, at)
-    return {"agents": agents_of(cap), "lost": lost, "unfit": {}, "estimated": (cap or {}).get("source") != "master",
+    # from the live book when there is one (a patched view keeps the last full view's snapshot,
+    # which may predate the agents that have offered since)
+    agents = ([(a.agent_id, a.hostname, a.total) for a in capacity.agents()] if capacity is not None
+              else agents_of(cap))
+    source = capacity.source if capacity is not None else (cap or {}).get("source")
+    return {"agents": agents, "lost": lost, "unfit": {}, "estimated": source != "master",
             "overhead": Resources(float(over.get("cpus", 0) or 0), 0.0, float(over.get("mem", 0) or 0))}
