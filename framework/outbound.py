@@ -22,7 +22,10 @@ order does not matter:
   the DECLINE whose filter it is meant to clear).
 
 An acknowledgement still queued is not queued again when the agent re-sends the same update
-meanwhile (same task and uuid): the queued one answers both.
+meanwhile (same task and uuid): the queued one answers both. Among the calls ready to go,
+acknowledgements go first: ready calls never share a key (a later call sharing one waits for the
+earlier), so their order is free, and an acknowledgement that waited behind a launch wave's
+hundreds of ready launches made the agent re-send its update (and hold the task's next one).
 
 The calls are fire-and-forget, as the loop already treated them: a failed call is logged and
 counted, and the framework's own mechanisms repair it (the master re-sends unacknowledged updates,
@@ -215,6 +218,7 @@ class OutboundDriver:
         self._room = threading.Condition(self._lock)  # callers wait here for room, flush() for the end
         self._seq = itertools.count()
         self._ready: deque[_Call] = deque()
+        self._ready_acks: deque[_Call] = deque()  # ready acknowledgements: made before _ready
         self._unfinished: dict[int, _Call] = {}  # queued or in flight, by sequence number
         self._last: dict[str, _Call] = {}  # the latest unfinished call of each key
         self._barrier: _Call | None = None  # the latest unfinished barrier
@@ -336,8 +340,17 @@ class OutboundDriver:
             for k in call.keys:
                 self._last[k] = call
         if not call.waits:
-            self._ready.append(call)
+            self._make_ready(call)
             self._cond.notify()
+
+    def _make_ready(self, call: _Call) -> None:
+        (self._ready_acks if call.name == "acknowledgeStatusUpdate" else self._ready).append(call)
+
+    def _ready_count(self) -> int:
+        return len(self._ready_acks) + len(self._ready)
+
+    def _next_ready(self) -> _Call:
+        return self._ready_acks.popleft() if self._ready_acks else self._ready.popleft()
 
     def _finish(self, call: _Call) -> None:
         """``call`` was made: the calls waiting for it may go (caller holds the condition)."""
@@ -350,11 +363,11 @@ class OutboundDriver:
         for nxt in call.then:
             nxt.waits -= 1
             if not nxt.waits:
-                self._ready.append(nxt)
+                self._make_ready(nxt)
         call.then = []
         if self._stopping:
             self._cond.notify_all()  # idle senders may exit once nothing is left
-        elif ready_now := len(self._ready):
+        elif ready_now := self._ready_count():
             self._cond.notify(ready_now)
         self._room.notify_all()
 
@@ -366,6 +379,7 @@ class OutboundDriver:
             c.then = []
         self._unfinished = flying
         self._ready.clear()
+        self._ready_acks.clear()
         self._last.clear()
         self._barrier = None
         self._pending_acks.clear()
@@ -420,11 +434,11 @@ class OutboundDriver:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._ready:
+                while not self._ready_count():
                     if self._stopping and not self._queued():
                         return
                     self._cond.wait(1.0)
-                    if not self._ready and self._driver_stopped():
+                    if not self._ready_count() and self._driver_stopped():
                         # the term ended (pymesos driver stopped) without an explicit stop()
                         logger.debug("outbound sender: driver stopped, exiting")
                         self._stopping = True
@@ -437,7 +451,7 @@ class OutboundDriver:
                     self._stopping = True
                     self._drop_queued()
                     return
-                call = self._ready.popleft()
+                call = self._next_ready()
                 call.started = True
                 self._pending_acks.discard(_ack_key(call.name, call.args))
                 self._in_flight += 1

@@ -15,7 +15,7 @@ from dl2_mesos.allocation import Allocation
 from dl2_mesos.config import load_config
 from dl2_mesos.services.localcluster import LocalCluster
 from dl2_mesos.services.zookeeper import free_port
-from dl2_mesos.framework.runner import Replica
+from dl2_mesos.framework.runner import GIL_SWITCH_SECONDS, Replica
 
 from .conftest import random_port_base, reap_under
 
@@ -75,6 +75,8 @@ def test_submit_launch_rescale_finish(cluster, tmp_path):
     auth = {"Authorization": "Bearer tok"}
     try:
         _wait(lambda: requests.get(api + "/health", timeout=2).json()["registered"], 20, "registration")
+        # the framework process switches threads often enough for its master calls (see runner)
+        assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_SECONDS)
         ids = []
         for i in range(2):
             r = requests.post(api + "/api/v1/jobs", json={"job_type": "resnet-50", "epochs": 5, "name": f"e2e{i}", **TINY},

@@ -306,6 +306,27 @@ def test_a_launch_is_answered_before_its_tasks_acks_and_kill_are_made(outbound):
     assert by_task["x"] < launch_end
 
 
+def test_ready_acknowledgements_go_before_ready_launches_but_never_before_their_own_launch(outbound):
+    # one sender stuck in a first call; meanwhile a launch wave for 20 agents is queued, then the
+    # acknowledgements of tasks launched earlier (a0's is behind its own launch, on agent a0)
+    d, o, gate = _stuck_sender(outbound, "declineOffer", [{"value": "o-first"}])
+    for i in range(20):
+        o.launchTasks([{"value": f"o{i}"}], [_info(f"t{i}", f"a{i}")])
+    o.acknowledgeStatusUpdate(_status("old1", "b1", "u1"))
+    o.acknowledgeStatusUpdate(_status("old2", "b2", "u2"))
+    o.acknowledgeStatusUpdate(_status("t0", "a0", "u3"))
+    gate.set()
+    assert o.flush(10)
+    order = [(n, a[0]["task_id"]["value"] if n == "acknowledgeStatusUpdate" else a[1][0]["task_id"]["value"])
+             for n, a in d.calls if n != "declineOffer"]
+    # the independent acknowledgements overtook the whole wave; t0's waited for t0's launch only
+    assert order[:2] == [("acknowledgeStatusUpdate", "old1"), ("acknowledgeStatusUpdate", "old2")]
+    launch_t0 = order.index(("launchTasks", "t0"))
+    ack_t0 = order.index(("acknowledgeStatusUpdate", "t0"))
+    assert ack_t0 == launch_t0 + 1 < len(order) - 1  # made as soon as it was ready, before later launches
+    assert [t for n, t in order if n == "launchTasks"] == [f"t{i}" for i in range(20)]  # launches keep FIFO
+
+
 def test_calls_for_one_agent_never_overlap_and_keep_their_order(outbound):
     d = TimingDriver(lambda name, args: 0.05)
     o = outbound(d, senders=8)
