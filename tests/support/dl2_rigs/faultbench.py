@@ -139,7 +139,14 @@ def format_load(ld: AgentsLoadResult) -> list[str]:
         f"      largest launch wave: {ld.wave_tasks} tasks, launch calls answered {secs(ld.wave_launched_s)}, "
         f"every TASK_RUNNING acknowledged {secs(ld.wave_acknowledged_s)} after its first launch call"
         + (f" ({ld.wave_unacknowledged} never acknowledged)" if ld.wave_unacknowledged else ""),
+        f"      first deliveries: lag p50 {ld.first_lag_p50_ms:.0f} ms, p99 {ld.first_lag_p99_ms:.0f} ms; "
+        f"{ld.redeliveries} updates sent again by their agent (acknowledgement late)",
     ]
+    if ld.cpu_seconds and ld.wall_seconds > 0:
+        total = sum(ld.cpu_seconds.values())
+        out.append(f"      CPU from the first submission on ({ld.wall_seconds:.0f} s): "
+                   + ", ".join(f"{k} {v:.1f} s" for k, v in ld.cpu_seconds.items())
+                   + f"; {total:.1f} s in all = {total / ld.wall_seconds:.2f} cores on average")
     out += [f"    problem: {p}" for p in ld.problems[:3]]
     return out
 

@@ -275,6 +275,14 @@ class AgentsLoadResult:
     flushes: int = 0  # the loop's writes of changed jobs (once per batch of events), then their acks
     flush_p50_ms: float = 0.0
     flush_p99_ms: float = 0.0
+    first_lag_p50_ms: float = 0.0  # the lag of each update's first delivery (re-sends left out)
+    first_lag_p99_ms: float = 0.0
+    redeliveries: int = 0  # updates the agent sent again because their acknowledgement was late
+    #: CPU seconds from the first submission to the end, by process: "framework" (this process:
+    #: the framework and the bench's own clients), "master and agents" (the local cluster),
+    #: "executors" (the bash stand-ins alive at the end), "hub" (the light executors' hub)
+    cpu_seconds: dict[str, float] = field(default_factory=dict)
+    wall_seconds: float = 0.0  # the same interval, wall clock
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -296,10 +304,14 @@ class _CallLog:
         self.seen: dict[tuple[str, str], float] = {}  # (task, uuid) -> first handled by the loop
         self.ack_delays: list[float] = []
 
-    def update_seen(self, status: dict[str, Any]) -> None:
+    def update_seen(self, status: dict[str, Any]) -> bool:
+        """Note that the loop got ``status``; True the first time (False: the agent sent it again)."""
         key = (str((status.get("task_id") or {}).get("value")), str(status.get("uuid")))
         with self.lock:
-            self.seen.setdefault(key, time.monotonic())
+            if key in self.seen:
+                return False
+            self.seen[key] = time.monotonic()
+            return True
 
     def __call__(self, rec: Any) -> None:
         with self.lock:
@@ -337,6 +349,34 @@ class _CallLog:
         missing = sum(1 for _, _, tid in wave if tid not in acked)
         all_acked = None if missing else max(acked[tid] for _, _, tid in wave) - start
         return len(wave), max(a for _, a, _ in wave) - start, all_acked, missing
+
+
+def _cpu_by_process(cluster: Any, hub_pid: int) -> dict[str, float]:
+    """User + system CPU seconds so far of this process, the local cluster's, its executors'
+    (every live descendant) and the hub's."""
+    import psutil
+
+    def cpu(p: psutil.Process) -> float:
+        try:
+            t = p.cpu_times()
+            return t.user + t.system
+        except psutil.Error:
+            return 0.0
+
+    out = {"framework": cpu(psutil.Process()), "master and agents": 0.0, "executors": 0.0, "hub": 0.0}
+    proc = getattr(cluster, "_proc", None)
+    if proc is not None:
+        try:
+            master = psutil.Process(proc.pid)
+            out["master and agents"] = cpu(master)
+            out["executors"] = sum(cpu(c) for c in master.children(recursive=True))
+        except psutil.Error:
+            pass
+    try:
+        out["hub"] = cpu(psutil.Process(hub_pid))
+    except psutil.Error:
+        pass
+    return out
 
 
 def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None, slot: str = "5s",
@@ -385,6 +425,7 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
     status_events: list[float] = []
     registrations = [0]  # subscriptions after the first (a dropped event stream shows here)
     status_lag: list[float] = []
+    first_lag: list[float] = []
     submits: list[float] = []
     problems: list[str] = []
     calls = _CallLog()
@@ -427,9 +468,11 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
             t0 = time.perf_counter()
             if isinstance(event, ev.StatusUpdate):
                 ts = event.status.get("timestamp")
-                if isinstance(ts, (int, float)) and ts > 0:
-                    status_lag.append(max(0.0, time.time() - ts))
-                calls.update_seen(event.status)
+                lag = max(0.0, time.time() - ts) if isinstance(ts, (int, float)) and ts > 0 else None
+                if lag is not None:
+                    status_lag.append(lag)
+                if calls.update_seen(event.status) and lag is not None:
+                    first_lag.append(lag)
             handle(event)
             spent = time.perf_counter() - t0
             if isinstance(event, ev.Registered):
@@ -463,6 +506,7 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
         spec = {"job_type": "resnet-50", "epochs": 1000, "max_ps": 1, "max_workers": 1,
                 "worker": {"cpus": 1, "gpus": 0, "mem": 512}, "ps": {"cpus": 0.5, "gpus": 0, "mem": 256}}
         t_first = time.monotonic()
+        cpu_first = _cpu_by_process(cluster, hub.pid)
         burst = api_burst(api, "", jobs, concurrency=16, spec=spec, within=burst_seconds)
         submits = [burst.p50_ms, burst.p99_ms]
         problems += list(burst.problems)
@@ -497,6 +541,8 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
             problems.append(f"the framework re-subscribed {registrations[0]} times during the run")
         lost += burst.lost + max(0, burst.accepted - len(final))
         restarted = sum(1 for j in final.values() if j["restart_count"] > 0 or j["generation"] > 0)
+        cpu_end = _cpu_by_process(cluster, hub.pid)
+        wall = time.monotonic() - t_first
         out = getattr(core.driver, "stats", None)
         ob = out() if callable(out) else None
         wave = calls.largest_wave()
@@ -524,7 +570,10 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
             ack_p50_ms=_pct(calls.ack_delays, 0.5) * 1000, ack_p99_ms=_pct(calls.ack_delays, 0.99) * 1000,
             wave_tasks=wave[0], wave_launched_s=wave[1], wave_acknowledged_s=wave[2],
             wave_unacknowledged=wave[3], flushes=len(flushes), flush_p50_ms=_pct(flushes, 0.5) * 1000,
-            flush_p99_ms=_pct(flushes, 0.99) * 1000)
+            flush_p99_ms=_pct(flushes, 0.99) * 1000,
+            first_lag_p50_ms=_pct(first_lag, 0.5) * 1000, first_lag_p99_ms=_pct(first_lag, 0.99) * 1000,
+            redeliveries=len(status_lag) - len(first_lag),
+            cpu_seconds={k: round(cpu_end[k] - cpu_first.get(k, 0.0), 1) for k in cpu_end}, wall_seconds=wall)
     finally:
         if replica is not None:
             replica.stop()
