@@ -111,6 +111,11 @@ class OnlineLearning:
 
     def start(self) -> None:
         """Resume the stored model version, or store the starting model as version 1."""
+        from dl2_mesos.speed_model import default_speed_model
+
+        # the slot yardstick's speed table (built once per process, ~0.5 s): now, not inside the
+        # first slot's decision, where status updates would wait for it on the loop
+        default_speed_model()
         self.info = self.store.models()
         if self.adapter is None:
             return
