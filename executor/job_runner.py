@@ -511,7 +511,9 @@ class JobRunner:
         workers = [p for p in self.procs.values() if p.spec.role == "worker"]
         others = [p for p in self.procs.values() if p.spec.role != "worker"]
         grace = max([t.grace_s for t in self.tasks.values()] or [self.config.grace_s])
-        stop_processes(workers, grace)
+        # read the workers' reports while they stop: the final checkpoint's upload starts as soon as
+        # it is written, while the workers report and exit (a 1 GB model: seconds of overlap)
+        stop_processes(workers, grace, tick=self._drain_events)
         self._drain_events()
         wait_exit(others, self.config.server_exit_wait_s)
         stop_processes(others, grace)

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,12 +136,15 @@ class ManagedProcess:
         return cpu, rss
 
 
-def stop_processes(procs: list[ManagedProcess], grace_s: float, poll_s: float = 0.05) -> None:
-    """SIGTERM every process group, wait up to ``grace_s`` for all, then SIGKILL the rest."""
+def stop_processes(procs: list[ManagedProcess], grace_s: float, poll_s: float = 0.05,
+                   tick: Callable[[], None] | None = None) -> None:
+    """SIGTERM every process group, wait up to ``grace_s`` for all, then SIGKILL the rest.
+
+    ``tick`` is called at every poll while waiting (e.g. to read what the processes report)."""
     for p in procs:
         if p.alive():
             p.terminate()
-    wait_exit(procs, grace_s, poll_s)
+    wait_exit(procs, grace_s, poll_s, tick)
     for p in procs:
         if p.alive():
             logger.warning("%s (pid %d) ignored SIGTERM for %.1fs; SIGKILL", p.name, p.pid, grace_s)
@@ -149,11 +153,15 @@ def stop_processes(procs: list[ManagedProcess], grace_s: float, poll_s: float = 
             p.signal_group(signal.SIGKILL)  # leftover grandchildren in the group
 
 
-def wait_exit(procs: list[ManagedProcess], timeout_s: float, poll_s: float = 0.05) -> bool:
+def wait_exit(procs: list[ManagedProcess], timeout_s: float, poll_s: float = 0.05,
+              tick: Callable[[], None] | None = None) -> bool:
+    """Wait up to ``timeout_s`` until every process exited (True) or not (False); ``tick`` at every poll."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if all(not p.alive() for p in procs):
             return True
+        if tick is not None:
+            tick()
         time.sleep(poll_s)
     return all(not p.alive() for p in procs)
 
