@@ -26,13 +26,10 @@ Two deliberate choices (documented in the README):
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import os
 import pwd
 import signal
-import subprocess
-import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -152,30 +149,12 @@ def hand_over(directory: Path, account: pwd.struct_passwd) -> None:
             os.chown(name, account.pw_uid, account.pw_gid)
 
 
-_SPAWNER: concurrent.futures.ThreadPoolExecutor | None = None
-_SPAWNER_LOCK = threading.Lock()
-
-
-def _spawner() -> concurrent.futures.ThreadPoolExecutor:
-    global _SPAWNER
-    with _SPAWNER_LOCK:
-        if _SPAWNER is None:
-            _SPAWNER = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="executor-spawn")
-        return _SPAWNER
-
-
 class ExecutorProcess:
-    """A running executor (or command task) process group.
+    """A running executor (or command task) process group."""
 
-    Started off the event loop: ``fork``/``exec`` made the loop wait until the child had exec'd
-    (40% of the local master's time during a launch wave of 1000 executors, every other agent,
-    the master's calls and every event stream stalled meanwhile). Its exit is awaited through a
-    pidfd on the loop (a waiting thread where there is none).
-    """
-
-    def __init__(self, popen: subprocess.Popen, directory: Path) -> None:
-        self.popen = popen
-        self.pid = popen.pid
+    def __init__(self, proc: asyncio.subprocess.Process, directory: Path) -> None:
+        self.proc = proc
+        self.pid = proc.pid
         self.directory = directory
         self.returncode: int | None = None
 
@@ -185,32 +164,30 @@ class ExecutorProcess:
     ) -> ExecutorProcess:
         """Start ``command`` in ``directory``; as ``user`` when given (see :func:`resolve_user`)."""
         account = resolve_user(user) if user else None
+        directory.mkdir(parents=True, exist_ok=True)
         executable, argv = command_argv(command)
         ids: dict[str, Any] = {}
         env = dict(env)
         if account is not None:
             ids = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
             env.update({"USER": account.pw_name, "LOGNAME": account.pw_name})
-
-        def start() -> subprocess.Popen:
-            directory.mkdir(parents=True, exist_ok=True)
-            with open(directory / "stdout", "ab") as out, open(directory / "stderr", "ab") as err:
-                if account is not None:
-                    hand_over(directory, account)
-                return subprocess.Popen(argv, executable=executable, env=env, cwd=str(directory),
-                                        stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
-                                        **ids)
-
-        started = asyncio.get_running_loop().run_in_executor(_spawner(), start)
-        try:
-            popen = await asyncio.shield(started)
-        except asyncio.CancelledError:
-            # the thread goes on: a process it starts after all must not be left behind
-            started.add_done_callback(_kill_if_started)
-            raise
-        logger.info("started %s (pid %d) in %s%s", argv, popen.pid, directory,
+        with open(directory / "stdout", "ab") as out, open(directory / "stderr", "ab") as err:
+            if account is not None:
+                hand_over(directory, account)
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                executable=executable,
+                env=env,
+                cwd=str(directory),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+                **ids,
+            )
+        logger.info("started %s (pid %d) in %s%s", argv, proc.pid, directory,
                     f" as {account.pw_name}" if account is not None else "")
-        return cls(popen, directory)
+        return cls(proc, directory)
 
     def signal_group(self, sig: int) -> None:
         """Signal the whole process group (the executor and everything it started)."""
@@ -221,7 +198,7 @@ class ExecutorProcess:
 
     async def wait(self) -> int:
         """Wait for exit; returns a waitpid-style status (exit code << 8, or the signal number)."""
-        code = await _exit_code(self.popen)
+        code = await self.proc.wait()
         self.returncode = code
         # Anything the executor left behind in its group goes with it, as with a destroyed container.
         self.signal_group(signal.SIGKILL)
@@ -229,41 +206,4 @@ class ExecutorProcess:
 
     @property
     def running(self) -> bool:
-        return self.returncode is None and self.popen.returncode is None
-
-
-def _kill_if_started(started: asyncio.Future) -> None:
-    if not started.cancelled() and started.exception() is None:
-        try:
-            os.killpg(started.result().pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def _settle(future: asyncio.Future, value: Any) -> None:
-    if not future.done():
-        future.set_result(value)
-
-
-async def _exit_code(popen: subprocess.Popen) -> int:
-    """``popen``'s exit code once it exited (negative: the signal), reaped, without blocking the loop."""
-    loop = asyncio.get_running_loop()
-    try:
-        fd = os.pidfd_open(popen.pid)  # readable once the process exited (it is not reaped before)
-    except (AttributeError, OSError):
-        exited: asyncio.Future[int] = loop.create_future()
-
-        def waiter() -> None:
-            code = popen.wait()
-            loop.call_soon_threadsafe(_settle, exited, code)
-
-        threading.Thread(target=waiter, name=f"wait-{popen.pid}", daemon=True).start()
-        return await exited
-    readable: asyncio.Future[None] = loop.create_future()
-    loop.add_reader(fd, _settle, readable, None)
-    try:
-        await readable
-    finally:
-        loop.remove_reader(fd)
-        os.close(fd)
-    return popen.wait()
+        return self.returncode is None and self.proc.returncode is None
