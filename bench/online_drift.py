@@ -25,7 +25,7 @@ import click
 # the test rigs are not installed; pytest finds them through its `pythonpath` setting, we add it here
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 
-from dl2_rigs.online_drift import drift_workload, run_drift  # noqa: E402
+from dl2_rigs.online_drift import drift_workload, injection_slot, run_drift  # noqa: E402
 
 
 def _fmt(v: float | None, unit: str = "s") -> str:
@@ -64,7 +64,7 @@ def main(jobs: int, agents: int, slot_seconds: float, window: int, seed: int, ti
         click.echo(f"drifted half: online / frozen avg JCT = {on / fz:.3f}")
     if not skip_rollback:
         r = run_drift(workload, online=True, agents=agents, slot_seconds=slot_seconds, window=window,
-                      inject_after_slot=2 * window, stop_after_rollback=True, timeout=timeout, echo=click.echo)
+                      inject_after_slot=injection_slot(window), stop_after_rollback=True, timeout=timeout, echo=click.echo)
         runs["injected"] = r
         caught = [rb for rb in r.rollbacks if r.injected_version is not None and rb["from"] >= r.injected_version]
         click.echo(f"injected corrupted update: version {r.injected_version}; rollbacks: {len(r.rollbacks)}"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from dl2_rigs.online_drift import DRIFT, drift_workload, run_drift
+from dl2_rigs.online_drift import DRIFT, drift_workload, injection_slot, run_drift
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -25,7 +25,7 @@ def test_drift_workload_changes_mix_sizes_and_rate_half_way():
 def test_live_online_updates_and_rollback_of_an_injected_regression(tmp_path):
     window = 4
     run = run_drift(drift_workload(16, 2.0, seed=101), online=True, agents=4, slot_seconds=2.0, window=window,
-                    inject_after_slot=2 * window, stop_after_rollback=True, timeout=240, workdir=str(tmp_path))
+                    inject_after_slot=injection_slot(window), stop_after_rollback=True, timeout=240, workdir=str(tmp_path))
     # online updates were applied (one per slot with a reward) before the injected one
     assert run.injected_version is not None, run
     assert run.injected_version > window, run

@@ -285,6 +285,20 @@ def corrupt(policy: Any) -> None:
     policy.reload_weights()
 
 
+def injection_slot(window: int) -> int:
+    """The slot after which to inject a corrupted update so that rollback judges it against a
+    full reference of steady slots: after :data:`REFERENCE_WINDOWS` + 1 windows, when the first
+    window (the cluster's warm-up: jobs launching, the first restarts) has left the reference.
+
+    Injected after two windows, the warm-up window's slots (ratios 137-519 against 373-500
+    after it, in one run) made the reference's standard error so large that a corrupted model
+    earning 0.6x of it stayed within 3 standard errors (drop 2.8 of them) in about half the
+    runs; injected after four, three runs dropped 6.8-10 standard errors."""
+    from dl2_mesos.framework.online_learning import REFERENCE_WINDOWS
+
+    return (REFERENCE_WINDOWS + 1) * window
+
+
 def run_drift(workload: list[DriftJob], *, online: bool, agents: int = 13, slot_seconds: float = 2.0,
               window: int = 10, inject_after_slot: int | None = None, stop_after_rollback: bool = False,
               timeout: float = 600.0, workdir: str | None = None, echo: Any = None, policy: str = "dl2") -> DriftRun:
