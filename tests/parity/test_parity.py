@@ -89,13 +89,15 @@ BOUNDARY_MARGIN = (0.05, 0.25)  # of a slot: simulated finishes lie this far aft
 TOKEN = "parity-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
-# (name, type, arrival slot, epochs): contention from slot 2 on, so DRF and DL2 both rescale
+# (name, type, arrival slot, epochs): contention from slot 2 on, so DRF and DL2 both rescale; the
+# epochs keep every simulated finish inside BOUNDARY_MARGIN under DRF and the shipped DL2 (re-chosen
+# when the shipped model changes: test_trace_finishes_away_from_slot_boundaries says when)
 TRACE = (
     ("a", "resnext-110", 1, 300),
-    ("b", "dssm", 1, 1900),
-    ("c", "resnet-50", 2, 140),
+    ("b", "dssm", 1, 2100),
+    ("c", "resnet-50", 2, 100),
     ("d", "cnn-text-classification", 2, 540),
-    ("e", "seq2seq", 4, 350),
+    ("e", "seq2seq", 4, 290),
 )
 
 

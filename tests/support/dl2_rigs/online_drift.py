@@ -287,16 +287,20 @@ def corrupt(policy: Any) -> None:
 
 def injection_slot(window: int) -> int:
     """The slot after which to inject a corrupted update so that rollback judges it against a
-    full reference of steady slots: after :data:`REFERENCE_WINDOWS` + 1 windows, when the first
-    window (the cluster's warm-up: jobs launching, the first restarts) has left the reference.
+    full reference of steady slots: after :data:`REFERENCE_WINDOWS` + 3 windows, when the
+    warm-up (every job of the drift workload arrives within its first four slots: launches,
+    first restarts, the policy sorting the queue out) has left the reference.
 
-    Injected after two windows, the warm-up window's slots (ratios 137-519 against 373-500
-    after it, in one run) made the reference's standard error so large that a corrupted model
-    earning 0.6x of it stayed within 3 standard errors (drop 2.8 of them) in about half the
-    runs; injected after four, three runs dropped 6.8-10 standard errors."""
+    Injected after two windows, the warm-up's slots (ratios 137-519 against 373-500 after it,
+    in one run with the v6 model) made the reference's standard error so large that a
+    corrupted model earning 0.6x of it stayed within 3 standard errors (drop 2.8 of them) in
+    about half the runs. With the v7 model the warm-up lasts three windows (slots 5-12 earned
+    100-200 against 600 after them): injected after four windows, 2 of 3 runs went uncaught
+    (drops of 0.1-0.9 standard errors against a reference still holding the warm-up); after
+    six, 3 of 3 runs dropped 7.3-12.3 standard errors."""
     from dl2_mesos.framework.online_learning import REFERENCE_WINDOWS
 
-    return (REFERENCE_WINDOWS + 1) * window
+    return (REFERENCE_WINDOWS + 3) * window
 
 
 def run_drift(workload: list[DriftJob], *, online: bool, agents: int = 13, slot_seconds: float = 2.0,
