@@ -296,7 +296,7 @@ def injection_slot(window: int) -> int:
     corrupted model earning 0.6x of it stayed within 3 standard errors (drop 2.8 of them) in
     about half the runs. With the v7 model the warm-up lasts three windows (slots 5-12 earned
     100-200 against 600 after them): injected after four windows, 2 of 3 runs went uncaught
-    (drops of 0.1-0.9 standard errors against a reference still holding the warm-up); after
+    (drops of 0.7-2.9 standard errors against a reference still holding the warm-up); after
     six, 3 of 3 runs dropped 7.3-12.3 standard errors."""
     from dl2_mesos.framework.online_learning import REFERENCE_WINDOWS
 
