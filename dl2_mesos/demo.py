@@ -34,13 +34,15 @@ logger = logging.getLogger(__name__)
 
 #: The demo workload: (job type, epochs, submit after seconds). Every job runs the reference
 #: MXNet program (a small MLP); types differ so the policy has something to tell apart. With one
-#: worker the program trains roughly one epoch per second on an idle core.
+#: worker the program trains a few hundred batches a second here.
 #: Contended on purpose: ten jobs of very different lengths arrive (eight at once, two later) on
 #: two agents of 8 cpus / 2 gpus / 16 GiB. Memory binds first: a job at its smallest size (1 PS
 #: + 1 worker) books 12 GiB (8 GiB worker, 4 GiB PS), so each agent runs one job plus at most
 #: one extra PS -- two jobs at a time, which matches the machine's 2 real cores (the advertised 8
 #: cpus each are far above them). The order and sizes the policy picks decide how long jobs
-#: wait. The first three stay short (``tests/demo`` runs them alone).
+#: wait. By default each type's epoch is sized to the speed table (:data:`DEFAULT_TABLE_SIZED`),
+#: so the jobs take 1-40 s at their smallest size. ``tests/demo`` runs the first three alone,
+#: shortened.
 WORKLOAD: tuple[tuple[str, float, float], ...] = (
     ("resnet-50", 60.0, 0.0),
     ("dssm", 12.0, 0.0),
@@ -55,15 +57,23 @@ WORKLOAD: tuple[tuple[str, float, float], ...] = (
 )
 #: The restart cost the demo's jobs declare (``restart_seconds``, what ``JobView`` shows the
 #: policy). Left unset, a job would show its type's default, the paper's 60 s stop + 300 s
-#: restore (section 5) of a full-size model on a GPU cluster: 18 of the demo's 20 s slots, where
+#: restore (section 5) of a full-size model on a GPU cluster: 36 of the demo's 10 s slots, where
 #: the model was trained on 1200 s slots (restart / slot = 0.3; its feature is clipped at 4).
 #: The decision changes with it (the first slot: ``inception-bn`` 3 PS + 1 worker with 360 s, 1 PS
 #: + 1 worker with 5 s or with 360 s on a 1200 s slot). The reference program restarts in about
 #: 5 s here (a ``resnet-50`` job rescaled at 56.4/60 epochs finished 6.3 s later, training
-#: ~2.9 epochs/s), which keeps restart / slot near the training range (0.25).
+#: ~2.9 epochs/s), which keeps restart / slot (0.5) of the order of the training range's.
 DEMO_RESTART_SECONDS = 5.0
 DEFAULT_AGENTS = 2
-DEFAULT_SLOT = "20s"
+#: Slots of 10 s: at the table-sized speeds the demo's jobs last 1-4 slots at their smallest size
+#: (most of them under one 20 s slot, which left freed room idle until the next slot under every
+#: policy and hid the order; 5 s slots made the model pause jobs it had just started, with a
+#: restart cost of a whole slot).
+DEFAULT_SLOT = "10s"
+#: Epochs sized to the speed table by default (:func:`table_sized_batches`): the policy ranks jobs
+#: by the table's speeds, and with every type running the same program at the same pace that
+#: ranking would be wrong here (on a GPU cluster a job's speed is the table's).
+DEFAULT_TABLE_SIZED = True
 
 
 @dataclass(frozen=True)
@@ -200,7 +210,7 @@ def run_demo(*, policy: str = "dl2", agents: int = DEFAULT_AGENTS, cpus: float =
              timeout: float = 900.0, workdir: str | None = None, keep_running: bool = False,
              echo: Any = click.echo, json_out: str | None = None,
              on_finished: Callable[[str], None] | None = None,
-             restart_seconds: float | None = DEMO_RESTART_SECONDS, table_sized: bool = False) -> DemoResult:
+             restart_seconds: float | None = DEMO_RESTART_SECONDS, table_sized: bool = DEFAULT_TABLE_SIZED) -> DemoResult:
     """Run the demo and return what it measured (see the module docstring).
 
     ``on_finished(api_url)`` is called once every job has ended, while everything still runs
@@ -412,9 +422,10 @@ def run_comparison(policy: str, compare: str, *, echo: Any = click.echo, workdir
               help="Restart cost every job declares (the reference program's, measured here).")
 @click.option("--paper-restart-costs", is_flag=True,
               help="Declare none: jobs show their type's default (60 s + 300 s, paper section 5).")
-@click.option("--table-sized", is_flag=True,
+@click.option("--table-sized/--uniform-epochs", default=DEFAULT_TABLE_SIZED, show_default=True,
               help="Size each job's epoch (batches of the MXNet program) so the types' speeds relate as in "
-                   "the speed table the model learned from (on this machine they are all alike).")
+                   "the speed table the model learned from; --uniform-epochs: the program's default epoch for "
+                   "every type (on this machine all types then train at about the same pace).")
 @click.option("--state", type=click.Choice(["auto", "zookeeper", "file"]), default="auto", show_default=True,
               help="auto: embedded ZooKeeper when Java and ZooKeeper are installed, else local files.")
 @click.option("--api-port", default=0, type=click.IntRange(0, 65535), help="Framework API/status page port.")

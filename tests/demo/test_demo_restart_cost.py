@@ -1,7 +1,7 @@
 """The restart cost the demo's jobs show the policy: in the slot units the model was trained on.
 
 Left to their type's default (60 s + 300 s, the paper's full-size GPU jobs), the demo's jobs would
-show the DL2 model a restart of 18 of the demo's 20 s slots; it was trained on 1200 s slots
+show the DL2 model a restart of 36 of the demo's 10 s slots; it was trained on 1200 s slots
 (restart / slot = 0.3) and its feature is clipped at 4, so every demo decision was taken on an
 input outside the training range (train/serve skew)."""
 
@@ -17,7 +17,7 @@ from dl2_mesos.policy.dl2.features import F_RESTART, static_job_features
 from dl2_mesos.resources import Resources
 from dl2_mesos.slot_accounting import RescaleLedger, job_view
 
-DEMO_SLOT_SECONDS = 20.0
+DEMO_SLOT_SECONDS = 10.0
 TRAINING_RESTART_PER_SLOT = 360.0 / 1200.0  # the job types' default on the simulator's default slot
 
 
@@ -30,7 +30,7 @@ def _state(bodies: list[dict]) -> ClusterState:
 
 
 def test_the_demo_default_slot_is_the_one_these_figures_assume():
-    assert demo_mod.DEFAULT_SLOT == "20s"
+    assert demo_mod.DEFAULT_SLOT == "10s"
 
 
 def test_demo_jobs_show_a_restart_cost_within_the_models_training_range():
@@ -44,7 +44,7 @@ def test_without_a_declared_cost_the_demo_jobs_show_the_clipped_paper_default():
     bodies = [demo_mod.job_request(jt, ep, restart_seconds=None) for jt, ep, _ in demo_mod.WORKLOAD]
     assert all("restart_seconds" not in b for b in bodies)
     feature = static_job_features(_state(bodies))[:, F_RESTART]
-    assert feature.tolist() == pytest.approx([4.0] * len(bodies))  # 360 s / 20 s = 18, clipped
+    assert feature.tolist() == pytest.approx([4.0] * len(bodies))  # 360 s / 10 s = 36, clipped
 
 
 def test_job_request_is_a_valid_submission_body():
@@ -96,5 +96,6 @@ def test_cli_passes_table_sized(monkeypatch):
     seen: list = []
     monkeypatch.setattr(demo_mod, "run_comparison", lambda *a, **kw: seen.append(kw["table_sized"]))
     assert CliRunner().invoke(demo_mod.demo, ["--compare", "drf", "--table-sized"]).exit_code == 0
+    assert CliRunner().invoke(demo_mod.demo, ["--compare", "drf", "--uniform-epochs"]).exit_code == 0
     assert CliRunner().invoke(demo_mod.demo, ["--compare", "drf"]).exit_code == 0
-    assert seen == [True, False]
+    assert seen == [True, False, demo_mod.DEFAULT_TABLE_SIZED] and demo_mod.DEFAULT_TABLE_SIZED
