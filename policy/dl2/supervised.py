@@ -29,11 +29,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from dl2_mesos.allocation import Allocation
 from dl2_mesos.cluster import ClusterState
-from dl2_mesos.policy.dl2.decision_loop import Step
+from dl2_mesos.policy.dl2.decision_loop import Step, run_slot
 from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.learner import SlotData, stack_steps
-from dl2_mesos.policy.dl2.network import ActorCritic, masked_log_probs
+from dl2_mesos.policy.dl2.network import ActorCritic, NumpyActor, masked_log_probs
 from dl2_mesos.policy.dl2.features import input_size
 from dl2_mesos.policy.dl2.slot import BUNDLE, PAUSE, PS, SHRINK_PS, SHRINK_WORKER, WORKER, SlotContext
 from dl2_mesos.policy_api import Policy
@@ -103,26 +104,88 @@ def teacher_steps(state: ClusterState, cfg: DL2Config, teacher: Policy, label_ru
     return ctx.allocation(), steps
 
 
+def teacher_next_action(ctx: SlotContext, window: np.ndarray, mask: np.ndarray, target: Allocation,
+                        label_running: bool = False) -> int:
+    """The teacher's next action in the window from the slot's current (partial) state: the
+    first step, in :func:`teacher_steps`'s order, that moves a job towards ``target`` and is
+    valid now (shrinks and pauses first, then per job its start and increments); void when
+    none is. From the states :func:`teacher_steps` visits it gives the same actions."""
+    K = ctx.K
+    elastic = ctx.elastic
+    ids = ctx.job_ids
+    if elastic:
+        for col, i in enumerate(window):
+            t = target.get_counts(ids[i])
+            p, w = int(ctx.ps[i]), int(ctx.w[i])
+            if t.is_zero:
+                if (p or w) and mask[K * col + PAUSE]:
+                    return K * col + PAUSE
+                continue
+            if t.num_workers < w and mask[K * col + SHRINK_WORKER]:
+                return K * col + SHRINK_WORKER
+            if t.num_ps < p and mask[K * col + SHRINK_PS]:
+                return K * col + SHRINK_PS
+    for col, i in enumerate(window):
+        if not (label_running or elastic) and (ctx.ps0[i] or ctx.w0[i]):
+            continue
+        t = target.get_counts(ids[i])
+        if t.is_zero:
+            continue
+        p, w = int(ctx.ps[i]), int(ctx.w[i])
+        if p == 0 and w == 0:
+            if mask[K * col + BUNDLE]:
+                return K * col + BUNDLE
+            continue
+        dp, dw = t.num_ps - p, t.num_workers - w
+        kinds = (BUNDLE, WORKER, PS) if dp > 0 and dw > 0 else (WORKER,) if dw > 0 else (PS,) if dp > 0 else ()
+        for k in kinds:
+            if mask[K * col + k]:
+                return K * col + k
+    return ctx.cfg.void
+
+
+def student_steps(state: ClusterState, cfg: DL2Config, teacher: Policy, student: NumpyActor,
+                  label_running: bool = False) -> tuple[Allocation, list[Step]]:
+    """DAgger inside the slot: the student takes its own (greedy) actions through the slot's
+    decision loop, and every state it reaches is labelled with the teacher's next action from
+    there (:func:`teacher_next_action`), so it also learns what to do after its own mistakes
+    within a slot (a wrong grow, an early void). Returns the student's allocation and the
+    labelled steps."""
+    target = teacher.decide(state)
+    steps: list[Step] = []
+
+    def choose(x: np.ndarray, mask: np.ndarray, ctx: SlotContext, window: np.ndarray) -> int:
+        label = teacher_next_action(ctx, window, mask, target, label_running)
+        job_id = None if label == cfg.void else ctx.job_ids[int(window[label // ctx.K])]
+        steps.append(Step(x.copy(), mask.copy(), label, job_id))
+        return int(np.where(mask, student.logits(x), -np.inf).argmax())
+
+    alloc, _ = run_slot(state, cfg, choose)
+    return alloc, steps
+
+
 def collect_teacher_episode(sim, cfg: DL2Config, teacher: Policy, label_running: bool = False,
-                            driver: Policy | None = None) -> list[SlotData]:
+                            driver: Policy | None = None, within_slot: NumpyActor | None = None) -> list[SlotData]:
     """Run one simulation under the teacher's labels; one SlotData per slot.
 
     ``driver`` (DAgger): the simulation advances with the driver's decisions -- typically the
     student being trained -- while every visited state is still labelled by the teacher, so the
     student learns what to do in the states its own mistakes lead to. The slot's reward is the
-    driver's.
+    driver's. ``within_slot`` (a student's numpy actor): the student also decides inside each
+    slot and the states it reaches there are labelled (:func:`student_steps`); its allocation
+    drives the run.
     """
     D, A = input_size(cfg.window, cfg.arch), cfg.num_actions
     state = sim.reset()
     slots: list[SlotData] = []
     while not sim.done:
-        if state.jobs:
+        if state.jobs and within_slot is not None:
+            alloc, steps = student_steps(state, cfg, teacher, within_slot, label_running)
+        elif state.jobs:
             alloc, steps = teacher_steps(state, cfg, teacher, label_running)
             if driver is not None:
                 alloc = driver.decide(state)
         else:
-            from dl2_mesos.allocation import Allocation
-
             alloc, steps = Allocation(), []
         out = sim.step(alloc)
         f, m, a = stack_steps(steps, D, A)

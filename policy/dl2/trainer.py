@@ -28,7 +28,7 @@ from dl2_mesos.allocation import Allocation
 from dl2_mesos.policy.dl2.checkpoint import load_checkpoint, save_checkpoint
 from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.learner import Learner, LearnerConfig, SlotData
-from dl2_mesos.policy.dl2.network import ActorCritic
+from dl2_mesos.policy.dl2.network import ActorCritic, NumpyActor
 from dl2_mesos.policy.dl2.rollout import EpisodeResult, EpisodeSpec, actor_state, init_worker, make_sim, run_episode
 from dl2_mesos.policy.dl2.supervised import SLConfig, collect_teacher_episode, train_supervised
 
@@ -300,6 +300,7 @@ def run_sl(
     dagger_epochs: int | None = None,
     init: str | Path | None = None,
     order: str | None = None,
+    dagger_within: bool = False,
 ) -> dict[str, Any]:
     """Generate teacher labels on ``seeds`` and train a fresh model on them; saves to ``out_path``.
 
@@ -311,6 +312,9 @@ def run_sl(
     ``dagger_rounds``: after the first training, that many DAgger rounds: the student drives
     the same traces, the teacher labels the states it reaches, and training continues on all
     labels collected so far (``dagger_epochs`` epochs per round, default ``sl_cfg.epochs``).
+    ``dagger_within``: in those rounds the student also acts inside each slot and every state
+    it reaches there is labelled (:func:`~dl2_mesos.policy.dl2.supervised.student_steps`);
+    otherwise the teacher labels its own path through the slots the student starts.
     """
     from dl2_mesos.policy.dl2.teacher import make_teacher as make_policy
 
@@ -340,12 +344,13 @@ def run_sl(
 
         t1 = time.time()
         student = DL2Policy(net=net)
+        within = NumpyActor(net.actor) if dagger_within else None
         jcts = []
         for name, seed_list in sources:
             for s in seed_list:
                 sim = make_sim(name, int(s), max_slots)
                 episodes.append(collect_teacher_episode(sim, model_cfg, make_policy(teacher), label_running,
-                                                        driver=student))
+                                                        driver=student, within_slot=within))
                 jcts.append((name, sim.metrics().avg_jct))
         t_data += time.time() - t1
         cfg_r = replace(sl_cfg, epochs=dagger_epochs or sl_cfg.epochs, seed=sl_cfg.seed + r + 1)
@@ -354,7 +359,7 @@ def run_sl(
         rounds.append({"round": r + 1, "student_avg_jct": by_preset, "final": hist[-1]})
         logger.info("DAgger round %d: student avg JCT %s; %s", r + 1, by_preset, hist[-1])
     meta = {"phase": "sl", "teacher": teacher, "preset": preset, "seeds": [int(s) for s in seeds],
-            "dagger": rounds, "samples_before_dagger": first_samples,
+            "dagger": rounds, "dagger_within": dagger_within, "samples_before_dagger": first_samples,
             "extra": [[n, [int(s) for s in sl]] for n, sl in extra],
             "sl_config": asdict(sl_cfg), "final": hist[-1], "data_s": t_data, "wall_s": time.time() - t0}
     save_checkpoint(out_path, net, meta=meta)

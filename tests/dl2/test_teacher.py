@@ -51,3 +51,65 @@ def test_a_contended_run_ends_with_every_job_finished(name):
     metrics = run(make_teacher(name), cfg, trace, seed=1001)
     assert metrics.num_finished == metrics.num_jobs == len(trace), "no stall: every job finishes"
     assert metrics.avg_jct > 0
+
+
+def test_next_action_labels_retrace_the_teachers_own_path():
+    """Followed from the slot start, the teacher's next-action labels are exactly the labels of
+    its whole-slot path (same actions, same allocation), on states of two contended presets."""
+    from dl2_mesos.allocation import Allocation
+    from dl2_mesos.policy.dl2.decision_loop import run_slot
+    from dl2_mesos.policy.dl2.model_config import DL2Config
+    from dl2_mesos.policy.dl2.rollout import make_sim
+    from dl2_mesos.policy.dl2.supervised import teacher_next_action, teacher_steps
+
+    cfg = DL2Config(window=6, hidden=16, actions="elastic")
+    teacher = make_teacher("srpt-elastic-a1")
+    compared = 0
+    for point, seed in (("tiny", 3), ("small", 4)):
+        sim = make_sim(point, seed, 25)
+        state = sim.reset()
+        while not sim.done:
+            alloc = Allocation()
+            if state.jobs:
+                alloc, path = teacher_steps(state, cfg, teacher)
+                target = teacher.decide(state)
+                again, steps = run_slot(state, cfg, lambda x, m, ctx, w: teacher_next_action(ctx, w, m, target))
+                assert [s.action for s in steps] == [s.action for s in path] and again == alloc
+                compared += 1
+            sim.step(alloc)
+            state = sim.state()
+    assert compared > 20
+
+
+def test_within_slot_dagger_labels_the_students_own_states():
+    """The student acts (a net that has learnt nothing), the teacher labels every state it
+    reaches: the allocation is the student's, each label is valid where it was given, and the
+    labels are not the student's own choices."""
+    import numpy as np
+    import torch
+
+    from dl2_mesos.allocation import Allocation
+    from dl2_mesos.policy.dl2.decision_loop import NetChooser, run_slot
+    from dl2_mesos.policy.dl2.model_config import DL2Config
+    from dl2_mesos.policy.dl2.network import ActorCritic, NumpyActor
+    from dl2_mesos.policy.dl2.rollout import make_sim
+    from dl2_mesos.policy.dl2.supervised import collect_teacher_episode, student_steps
+
+    torch.manual_seed(0)
+    cfg = DL2Config(window=6, hidden=16, actions="elastic")
+    net = ActorCritic(cfg).eval()
+    fast = NumpyActor(net.actor)
+    teacher = make_teacher("srpt-elastic-a1")
+    sim = make_sim("small", 2, 10)
+    state = sim.reset()
+    while not state.jobs:
+        sim.step(Allocation())
+        state = sim.state()
+    alloc, steps = student_steps(state, cfg, teacher, fast)
+    own, own_steps = run_slot(state, cfg, NetChooser.greedy(fast))
+    assert alloc == own and len(steps) == len(own_steps)
+    assert all(s.mask[s.action] for s in steps)
+    assert [s.action for s in steps] != [s.action for s in own_steps]
+    assert all(np.array_equal(a.features, b.features) for a, b in zip(steps, own_steps))
+    slots = collect_teacher_episode(make_sim("tiny", 1, 15), cfg, teacher, within_slot=fast)
+    assert sum(len(s) for s in slots) > 0
