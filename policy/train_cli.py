@@ -65,6 +65,8 @@ def train() -> None:
 @click.option("--dagger", type=click.IntRange(min=0), default=0, show_default=True,
               help="DAgger rounds: the trained student drives the traces, the teacher labels what it reaches.")
 @click.option("--dagger-epochs", type=click.IntRange(min=1), help="Epochs per DAgger round (default --epochs).")
+@click.option("--shrink-weight", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+              help="Loss weight of the labels that pause or shrink a job (rare; 1 = plain cross entropy).")
 @click.option("--dagger-within", is_flag=True,
               help="In the DAgger rounds the student also acts inside each slot and every state it reaches there "
                    "is labelled (default: the teacher labels its own path through the slots the student starts).")
@@ -75,8 +77,8 @@ def train() -> None:
 @_model_options
 @_order_option
 @trace_source_options
-def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also, dagger, dagger_epochs, dagger_within,
-             seed, out, init, window, hidden, layers, arch, start, actions, order, **trace_opts):
+def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also, dagger, dagger_epochs, shrink_weight,
+             dagger_within, seed, out, init, window, hidden, layers, arch, start, actions, order, **trace_opts):
     """Supervised warm-up: imitate TEACHER's decisions (cross entropy, void labelled)."""
     preset = trace_source_preset(preset, trace_opts)
     from tqdm import tqdm
@@ -116,7 +118,8 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
 
     try:
         meta = run_sl(out, mcfg, teacher=teacher, preset=preset, seeds=seed_list,
-                      sl_cfg=SLConfig(lr=lr, batch_size=batch_size, epochs=epochs, seed=seed),
+                      sl_cfg=SLConfig(lr=lr, batch_size=batch_size, epochs=epochs, seed=seed,
+                                     shrink_weight=shrink_weight),
                       label_running=label_running, progress=prog, extra=extra, dagger_rounds=dagger,
                       dagger_epochs=dagger_epochs, init=init, order=order, dagger_within=dagger_within)
     except (Dl2Error, ValueError) as exc:

@@ -204,6 +204,9 @@ class SLConfig:
     gamma: float = 0.9
     train_critic: bool = True
     seed: int = 0
+    #: weight of a label that pauses or shrinks a job in the loss (1 = plain cross entropy):
+    #: those labels are rare (about 2% of them) and the student misses most pauses
+    shrink_weight: float = 1.0
 
 
 def discounted(rewards: Sequence[float], gamma: float) -> np.ndarray:
@@ -242,6 +245,9 @@ def train_supervised(
     Y = torch.from_numpy(np.concatenate(acts))
     G = torch.from_numpy(np.concatenate(rets))
     n = len(Y)
+    shrink_weight = None if cfg.shrink_weight == 1.0 else float(cfg.shrink_weight)
+    kind = torch.remainder(Y, net.cfg.per_job)
+    shrink_label = (Y != net.cfg.void) & ((kind == SHRINK_WORKER) | (kind == SHRINK_PS) | (kind == PAUSE))
     gen = torch.Generator().manual_seed(cfg.seed)
     opt_a = torch.optim.Adam(net.actor.parameters(), lr=cfg.lr)
     opt_c = torch.optim.Adam(net.critic.parameters(), lr=cfg.lr)
@@ -255,7 +261,11 @@ def train_supervised(
             x, m, y = X[idx], M[idx], Y[idx]
             logits = net.actor(x)
             logp = masked_log_probs(logits, m)
-            loss = nn.functional.nll_loss(logp, y)
+            if shrink_weight is None:
+                loss = nn.functional.nll_loss(logp, y)
+            else:
+                wts = torch.where(shrink_label[idx], shrink_weight, 1.0)
+                loss = (nn.functional.nll_loss(logp, y, reduction="none") * wts).sum() / wts.sum()
             opt_a.zero_grad()
             loss.backward()
             opt_a.step()

@@ -195,3 +195,32 @@ def test_sl_from_a_checkpoint_can_move_it_to_another_job_order(tmp_path):
     run_sl(tmp_path / "kept.pt", DL2Config(), teacher="drf", preset="tiny", seeds=[1],
            sl_cfg=SLConfig(epochs=1, batch_size=32), init=tmp_path / "ranked.pt")
     assert load_checkpoint(tmp_path / "kept.pt").net.cfg.order == "priority", "without order: the checkpoint's"
+
+
+def test_shrink_weight_makes_the_rare_pause_and_shrink_labels_count_more():
+    """Same data, same start: with the pause/shrink labels weighted up, the trained actor gives
+    them a higher probability than plain cross entropy does."""
+    from dl2_mesos.policy.dl2.features import input_size
+    from dl2_mesos.policy.dl2.learner import SlotData
+    from dl2_mesos.policy.dl2.network import masked_log_probs
+    from dl2_mesos.policy.dl2.slot import PAUSE, SHRINK_PS, WORKER
+
+    cfg = DL2Config(window=6, hidden=32, actions="elastic")
+    rng = np.random.default_rng(0)
+    n, D, A, K = 600, input_size(cfg.window, cfg.arch), cfg.num_actions, cfg.per_job
+    x = rng.normal(size=(n, D)).astype(np.float32)
+    # mostly grows and voids, a few pauses and shrinks (as in the teacher's labels)
+    kinds = rng.choice([WORKER, -1, PAUSE, SHRINK_PS], size=n, p=[0.6, 0.36, 0.02, 0.02])
+    cols = rng.integers(0, cfg.window, size=n)
+    y = np.where(kinds < 0, cfg.void, K * cols + np.maximum(kinds, 0)).astype(np.int64)
+    data = [[SlotData(x, np.ones((n, A), dtype=bool), y, (None,) * n, 0.0)]]
+    shrink = (y != cfg.void) & np.isin(y % K, [PAUSE, SHRINK_PS])
+    mean_logp = {}
+    for weight in (1.0, 20.0):
+        torch.manual_seed(3)
+        net = ActorCritic(cfg)
+        train_supervised(net, data, SLConfig(epochs=15, lr=3e-3, batch_size=64, shrink_weight=weight, seed=1))
+        with torch.no_grad():
+            logp = masked_log_probs(net.actor(torch.from_numpy(x)), torch.ones((n, A), dtype=torch.bool))
+        mean_logp[weight] = float(logp[torch.arange(n), torch.from_numpy(y)][torch.from_numpy(shrink)].mean())
+    assert mean_logp[20.0] > mean_logp[1.0] + 0.5, mean_logp
