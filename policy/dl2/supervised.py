@@ -45,63 +45,17 @@ logger = logging.getLogger(__name__)
 def teacher_steps(state: ClusterState, cfg: DL2Config, teacher: Policy, label_running: bool = False):
     """Label one slot with ``teacher``'s decision; returns (allocation reached, steps).
 
-    Per window: with the ``elastic`` actions, first every shrink the target asks for (pause when
-    the target is zero, else -worker / -PS), so the capacity they free is there for the grows;
-    then per job in arrival order the start (bundle action) of a job that runs nothing, and the
-    increments (bundles, then workers, then PS); then void. ``label_running=False`` labels
-    only jobs that run nothing at the slot start (always True with ``elastic``).
+    The slot's decision loop is run with the teacher's next action
+    (:func:`teacher_next_action`) as the choice at every state. Per window: with the
+    ``elastic`` actions, first every shrink the target asks for (pause when the target is zero,
+    else -worker / -PS), so the capacity they free is there for the grows; then per job in
+    window order the start (bundle action) of a job that runs nothing, and the increments
+    (bundles, then workers, then PS); then void. ``label_running=False`` labels only jobs that
+    run nothing at the slot start (always True with ``elastic``).
     """
     target = teacher.decide(state)
-    ctx = SlotContext(state, cfg)
-    steps: list[Step] = []
-    void = cfg.void
-    K = cfg.per_job
-    elastic = cfg.actions == "elastic"
-
-    def act(window, w_index, col, i, kinds) -> bool:
-        mask = ctx.mask(window)
-        a = next((K * col + k for k in kinds if mask[K * col + k]), None)
-        if a is None:
-            return False
-        steps.append(Step(ctx.features(window, w_index), mask, a, ctx.job_ids[i]))
-        return ctx.apply(window, a)
-
-    for w_index, window in enumerate(ctx.windows):
-        if elastic:
-            for col, i in enumerate(window):
-                t = target.get_counts(ctx.job_ids[i])
-                if t.is_zero and (ctx.ps[i] or ctx.w[i]):
-                    act(window, w_index, col, i, (PAUSE,))
-                    continue
-                while t.num_workers < ctx.w[i] and act(window, w_index, col, i, (SHRINK_WORKER,)):
-                    pass
-                while t.num_ps < ctx.ps[i] and act(window, w_index, col, i, (SHRINK_PS,)):
-                    pass
-        for col, i in enumerate(window):
-            if not (label_running or elastic) and (ctx.ps0[i] or ctx.w0[i]):
-                continue
-            t = target.get_counts(ctx.job_ids[i])
-            if t.is_zero:
-                continue
-            if ctx.ps[i] == 0 and ctx.w[i] == 0 and not act(window, w_index, col, i, (BUNDLE,)):
-                continue  # the start does not fit (or the job was paused this slot)
-            while True:
-                dp, dw = t.num_ps - int(ctx.ps[i]), t.num_workers - int(ctx.w[i])
-                if dp > 0 and dw > 0:
-                    kinds = (BUNDLE, WORKER, PS)
-                elif dw > 0:
-                    kinds = (WORKER,)
-                elif dp > 0:
-                    kinds = (PS,)
-                else:
-                    break
-                if not act(window, w_index, col, i, kinds):
-                    break  # caps or no fit: skip the rest of this job's increments
-        mask = ctx.mask(window)
-        if mask[:-1].any():
-            steps.append(Step(ctx.features(window, w_index), mask, void, None))
-    ctx.ensure_progress()
-    return ctx.allocation(), steps
+    return run_slot(state, cfg, lambda x, mask, ctx, window: teacher_next_action(ctx, window, mask, target,
+                                                                                   label_running))
 
 
 def teacher_next_action(ctx: SlotContext, window: np.ndarray, mask: np.ndarray, target: Allocation,
@@ -109,7 +63,7 @@ def teacher_next_action(ctx: SlotContext, window: np.ndarray, mask: np.ndarray, 
     """The teacher's next action in the window from the slot's current (partial) state: the
     first step, in :func:`teacher_steps`'s order, that moves a job towards ``target`` and is
     valid now (shrinks and pauses first, then per job its start and increments); void when
-    none is. From the states :func:`teacher_steps` visits it gives the same actions."""
+    none is."""
     K = ctx.K
     elastic = ctx.elastic
     ids = ctx.job_ids
