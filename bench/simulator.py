@@ -3,7 +3,9 @@
 Part 1, throughput on the presets RL trains on: per preset, a few episodes (seeds 1..N) run to
 the end under each policy; printed per row: simulated slots, wall and CPU seconds, slots per
 CPU-second and episodes per CPU-hour (one core; the machine is shared, so CPU time is the
-steadier figure). The row ``(sim only)`` replays DRF's recorded decisions: the simulator's own
+steadier figure). The row ``dl2-rl`` is what an RL iteration's workers run: the shipped DL2
+network sampling its actions with job-aware exploration (epsilon 0.4) and every inference
+recorded (``rollout.run_episode``). The row ``(sim only)`` replays DRF's recorded decisions: the simulator's own
 cost (state snapshot, validation, placement, progress), without any policy.
 Goal: thousands of episodes per hour on the small/testbed presets.
 
@@ -11,7 +13,7 @@ Part 2 (``--reference``), the reference scale (500 nodes, 200 jobs) under DRF an
 wall and CPU seconds of one full run. Goal: DRF at this scale in <= 2 s on a 2-core machine.
 
     .venv/bin/python bench/simulator.py [--presets tiny,small,testbed-rho2]
-        [--policies drf,srtf-gain,dl2] [--episodes 5] [--reference] [--reference-only]
+        [--policies drf,srtf-gain,dl2,dl2-rl] [--episodes 5] [--reference] [--reference-only]
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ def throughput(presets: list[str], policies: list[str], episodes: int) -> None:
         traces = [generate_trace(tc, s) for s in range(1, episodes + 1)]
         recorded: list[list[Allocation]] = []
         for pol in policies:
+            if pol == "dl2-rl":
+                _rl_rollouts(name, episodes)
+                continue
             policy = make_policy(pol)
             run(policy, sc, traces[0], seed=1)  # warm-up: model load, caches
             slots = 0
@@ -79,6 +84,27 @@ def throughput(presets: list[str], policies: list[str], episodes: int) -> None:
         print(_row(name, "(sim only)", episodes, slots, wall, cpu), flush=True)
 
 
+def _rl_rollouts(preset_name: str, episodes: int) -> None:
+    """The ``dl2-rl`` row: RL's sampled, explored and recorded episodes (seeds 1..N)."""
+    from dl2_mesos.policy.dl2.checkpoint import load_checkpoint
+    from dl2_mesos.policy.dl2.rollout import EpisodeSpec, run_episode
+
+    net = load_checkpoint(None).net
+    weights = {k: v for k, v in net.actor.state_dict().items()}
+
+    def spec(seed: int) -> EpisodeSpec:
+        return EpisodeSpec(net.cfg.to_dict(), weights, preset_name, seed, sample=True, epsilon=0.4,
+                           chooser_seed=seed, reward="jct")
+
+    run_episode(spec(1))  # warm-up
+    slots = 0
+    w0, c0 = time.perf_counter(), time.process_time()
+    for seed in range(1, episodes + 1):
+        slots += len(run_episode(spec(seed)).slots)
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    print(_row(preset_name, "dl2-rl", episodes, slots, wall, cpu), flush=True)
+
+
 def reference_scale(policies: list[str], seed: int, jobs: int, agents: int) -> None:
     t0 = time.perf_counter()
     default_speed_model()
@@ -105,7 +131,8 @@ def reference_scale(policies: list[str], seed: int, jobs: int, agents: int) -> N
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--presets", default="tiny,small,testbed-rho2")
-    ap.add_argument("--policies", default="drf,srtf-gain,dl2")
+    ap.add_argument("--policies", default="drf,srtf-gain,dl2,dl2-rl",
+                    help="registry policies, and dl2-rl (RL's sampled, recorded rollouts)")
     ap.add_argument("--episodes", type=int, default=5, help="episodes (seeds 1..N) per preset and policy")
     ap.add_argument("--reference", action="store_true", help="also time the reference scale (DRF, Optimus)")
     ap.add_argument("--reference-only", action="store_true", help="only the reference-scale timing")

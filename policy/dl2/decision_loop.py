@@ -11,12 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-import torch
 
 from dl2_mesos.allocation import Allocation
 from dl2_mesos.cluster import ClusterState
 from dl2_mesos.policy.dl2.model_config import DL2Config
-from dl2_mesos.policy.dl2.network import Actor, NumpyActor, masked_log_probs
+from dl2_mesos.policy.dl2.network import Actor, NumpyActor
 from dl2_mesos.policy.dl2.slot import PS, WORKER, SlotContext
 from dl2_mesos.policy.dl2.step import Step
 
@@ -109,8 +108,9 @@ class NetChooser:
         self.sample = sample
         self.epsilon = epsilon
         self.rng = np.random.default_rng(seed)
-        # greedy decisions use a numpy copy of the weights (several times faster per inference)
-        self._fast = None if sample else NumpyActor(actor)
+        # a numpy copy of the weights: several times faster per inference than a torch forward
+        # pass on these tiny inputs (greedy and sampled decisions alike)
+        self._fast = NumpyActor(actor)
 
     @classmethod
     def greedy(cls, fast: NumpyActor) -> NetChooser:
@@ -126,15 +126,20 @@ class NetChooser:
             a = bad_state_action(ctx, window, mask)
             if a is not None:
                 return a
-        if self._fast is not None:
-            return int(np.where(mask, self._fast.logits(x), -np.inf).argmax())
-        with torch.inference_mode():
-            logits = self.actor(torch.from_numpy(x).unsqueeze(0))[0]
-            logp = masked_log_probs(logits, torch.from_numpy(mask))
-        p = np.exp(logp.numpy().astype(np.float64))
-        p[~mask] = 0.0
+        logits = np.where(mask, self._fast.logits(x), -np.inf)
+        if not self.sample:
+            return int(logits.argmax())
+        p = action_probabilities(logits)
         c = np.cumsum(p)
         return int(min(np.searchsorted(c, self.rng.random() * c[-1], side="right"), len(p) - 1))
+
+
+def action_probabilities(masked_logits: np.ndarray) -> np.ndarray:
+    """Softmax (float64) over logits whose masked entries are -inf (those get probability 0):
+    the distribution :func:`~dl2_mesos.policy.dl2.network.masked_log_probs` gives in torch."""
+    z = masked_logits.astype(np.float64)
+    e = np.exp(z - z.max())
+    return e / e.sum()
 
 
 def random_chooser(seed: int = 0) -> Chooser:

@@ -85,6 +85,31 @@ def test_sampling_is_deterministic_under_a_seed(small_net):
     assert d1 == d2
 
 
+@pytest.mark.parametrize("arch", ["shared", "flat"])
+def test_sampled_choice_follows_the_torch_policy_distribution(arch):
+    """The sampling chooser draws from the numpy copy of the actor; its probabilities are the
+    torch actor's masked softmax, and its draws follow them."""
+    import numpy as np
+
+    from dl2_mesos.policy.dl2.decision_loop import NetChooser, action_probabilities
+    from dl2_mesos.policy.dl2.network import NumpyActor
+
+    torch.manual_seed(3)
+    net = ActorCritic(DL2Config(window=4, hidden=16, arch=arch))
+    x = torch.randn(input_size(4, arch))
+    mask = torch.tensor([True, False, True] * 4 + [True])
+    with torch.no_grad():
+        ref = masked_log_probs(net.actor(x.unsqueeze(0))[0], mask).exp().numpy()
+    m = mask.numpy()
+    p = action_probabilities(np.where(m, NumpyActor(net.actor).logits(x.numpy()), -np.inf))
+    assert np.allclose(p, ref, atol=1e-5) and (p[~m] == 0).all()
+    assert (p > 0.05).sum() >= 3, "a spread distribution, so the draws below test something"
+    chooser = NetChooser(net.actor, sample=True, seed=11)
+    draws = np.bincount([chooser(x.numpy(), m, None, None) for _ in range(4000)], minlength=len(m)) / 4000
+    assert (draws[~m] == 0).all()
+    assert np.abs(draws - p).max() < 0.03
+
+
 def test_shipped_model_loads_and_decides_within_capacity():
     path = ckpt.shipped_model_path()
     assert path.is_file(), "the package ships dl2.pt"
