@@ -96,7 +96,9 @@ class NetChooser:
     """Chooses with the actor network: greedy (argmax) or sampled, optionally with exploration.
 
     Args:
-        actor: the policy network (used in eval mode, without gradients).
+        actor: the policy network; its current weights are copied into :attr:`fast` (a
+            :class:`NumpyActor`), which makes every choice: rebuild the chooser after the weights
+            change.
         sample: draw from the masked distribution instead of taking the argmax.
         epsilon: probability of replacing the choice by the job-aware fixing action when a
             window job is in a bad state (paper: 0.4; 0 = off).
@@ -104,21 +106,20 @@ class NetChooser:
     """
 
     def __init__(self, actor: Actor, sample: bool = False, epsilon: float = 0.0, seed: int = 0) -> None:
-        self.actor = actor
         self.sample = sample
         self.epsilon = epsilon
         self.rng = np.random.default_rng(seed)
         # a numpy copy of the weights: several times faster per inference than a torch forward
         # pass on these tiny inputs (greedy and sampled decisions alike)
-        self._fast = NumpyActor(actor)
+        self.fast = NumpyActor(actor)
 
     @classmethod
     def greedy(cls, fast: NumpyActor) -> NetChooser:
         """A greedy chooser over an existing numpy actor."""
         self = cls.__new__(cls)
-        self.actor, self.sample, self.epsilon = None, False, 0.0
+        self.sample, self.epsilon = False, 0.0
         self.rng = np.random.default_rng(0)
-        self._fast = fast
+        self.fast = fast
         return self
 
     def __call__(self, x: np.ndarray, mask: np.ndarray, ctx: SlotContext, window: np.ndarray) -> int:
@@ -126,7 +127,7 @@ class NetChooser:
             a = bad_state_action(ctx, window, mask)
             if a is not None:
                 return a
-        logits = np.where(mask, self._fast.logits(x), -np.inf)
+        logits = np.where(mask, self.fast.logits(x), -np.inf)
         if not self.sample:
             return int(logits.argmax())
         p = action_probabilities(logits)

@@ -16,7 +16,6 @@ from threadpoolctl import ThreadpoolController
 from dl2_mesos.allocation import Allocation
 from dl2_mesos.cluster import ClusterState
 from dl2_mesos.policy.dl2.decision_loop import NetChooser, run_slot, run_slot_greedy
-from dl2_mesos.policy.dl2.network import NumpyActor
 from dl2_mesos.policy.dl2.checkpoint import LoadedModel, load_checkpoint
 from dl2_mesos.policy.dl2.greedy import run_slot_greedy_fast
 from dl2_mesos.policy.dl2.network import ActorCritic
@@ -77,7 +76,7 @@ class DL2Policy:
         changed network would not change any decision.
         """
         self._chooser = NetChooser(self.net.actor, sample=self.sample, seed=self._seed)
-        self._fast = NumpyActor(self.net.actor)
+        self._fast = self._chooser.fast  # the chooser's numpy copy (one copy per reload)
 
     def decide(self, state: ClusterState) -> Allocation:
         """Counts of every job for the slot ``state`` starts (see the slot module for the rules)."""
