@@ -172,6 +172,8 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
 @click.option("--baseline", type=click.Choice(["critic", "input"]), default="critic", show_default=True,
               help="input: mean return of the other rollouts on the same trace (implies --same-trace).")
 @click.option("--same-trace", is_flag=True, help="All episodes of an iteration on one trace.")
+@click.option("--clip", type=click.FloatRange(0, 1, max_open=True), default=0.0, show_default=True,
+              help="PPO-style clipping of the probability ratio (e.g. 0.2); 0: the paper's plain policy gradient.")
 @click.option("--references", default="drf,optimus,srtf-gain", show_default=True,
               help="Policies drawn as reference lines on the learning curve ('' for none).")
 @_model_options
@@ -179,8 +181,8 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
 def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iteration, updates, epsilon,
              no_exploration, no_replay, no_critic, per_job_reward, lr_actor, lr_critic, gamma, lam, batch_size,
              replay_size, entropy_start, entropy_end, entropy_half_life, train_seeds, val_seeds, eval_every,
-             max_slots, seed, tensorboard, reward, reward_scale, baseline, same_trace, references, window, hidden,
-             layers, arch, start, actions, **trace_opts):
+             max_slots, seed, tensorboard, reward, reward_scale, baseline, same_trace, clip, references, window,
+             hidden, layers, arch, start, actions, **trace_opts):
     """Actor-critic RL in the simulator (parallel workers, replay, job-aware exploration)."""
     preset = trace_source_preset(preset, trace_opts)
     from tqdm import tqdm
@@ -203,7 +205,7 @@ def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iterat
                              replay_size=replay_size, replay=not no_replay, critic=not no_critic,
                              per_job_reward=per_job_reward, entropy_start=entropy_start, entropy_end=entropy_end,
                              entropy_half_life=entropy_half_life, seed=seed, reward_scale=reward_scale,
-                             baseline=baseline)
+                             baseline=baseline, clip=clip)
         cfg = RLConfig(preset=preset, iterations=iterations, workers=workers,
                        episodes_per_iteration=episodes_per_iteration, updates_per_iteration=updates,
                        epsilon=0.0 if no_exploration else epsilon, train_seeds=tuple(tr), eval_seeds=tuple(va),

@@ -15,7 +15,10 @@ Update (one per mini-batch): advantage ``A = G - V(s)`` from the critic (ablatio
 ``-mean(A * log pi(a|s)) - beta * H(pi(.|s))`` where ``log pi`` is computed by the *current*
 actor on the masked, renormalised distribution (the prototype fed stale sampling-time
 probabilities in place of the network's output); critic loss ``MSE(V(s), G)``. Entropy weight ``beta`` decays
-exponentially from ``entropy_start`` to ``entropy_end``.
+exponentially from ``entropy_start`` to ``entropy_end``. With ``clip`` > 0 the policy term is
+PPO's clipped surrogate instead, against the log-probability each sample's action had under the
+weights that acted (recorded when the sample is stored: rollouts run with the learner's weights
+of that moment).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from dl2_mesos.errors import ConfigError
 from dl2_mesos.policy.dl2.features import input_size
 from dl2_mesos.policy.dl2.network import ActorCritic, masked_log_probs
 from dl2_mesos.policy.dl2.replay import Batch, ReplayBuffer
@@ -58,6 +62,15 @@ class LearnerConfig:
     #: of the other rollouts on the same trace (input-dependent baseline, Mao et al. ICLR'19);
     #: needs several episodes per trace (``add_trajectories``)
     baseline: str = "critic"
+    #: PPO-style clipping (Schulman et al. 2017) of the policy step: 0 = the paper's plain
+    #: policy gradient; e.g. 0.2 bounds the probability ratio of each sample's action, new policy
+    #: over the one that acted, to [0.8, 1.2] where moving further would pay (dual clip: a
+    #: negative advantage's term is bounded at 3x, so a stale replay sample cannot blow up)
+    clip: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.clip < 1.0:
+            raise ConfigError(f"clip must be in [0, 1), got {self.clip}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -184,10 +197,31 @@ class Learner:
                 bases.append(np.full(len(s), baseline[t], dtype=np.float32))
         if not feats:
             return 0
-        batch = Batch(np.concatenate(feats), np.concatenate(masks), np.concatenate(acts), np.concatenate(rets),
-                      np.concatenate(bases) if bases else None)
+        f, m, a = np.concatenate(feats), np.concatenate(masks), np.concatenate(acts)
+        batch = Batch(f, m, a, np.concatenate(rets), np.concatenate(bases) if bases else None,
+                      self._log_probs(f, m, a) if self.cfg.clip > 0 else None)
         self.replay.add(batch)
         return len(batch)
+
+    def _log_probs(self, features: np.ndarray, masks: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """log pi(a|s) of the current actor: at storage time, the policy that acted. Floored at
+        -20 so an explored action the policy gave ~0 keeps a finite ratio."""
+        with torch.no_grad():
+            logp = masked_log_probs(self.net.actor(torch.from_numpy(features)), torch.from_numpy(masks))
+            la = logp.gather(1, torch.from_numpy(actions).unsqueeze(1)).squeeze(1)
+        return la.clamp_min(-20.0).numpy().astype(np.float32)
+
+    def _policy_term(self, logp_a: torch.Tensor, adv: torch.Tensor, old: np.ndarray | None) -> torch.Tensor:
+        """Per-sample policy objective to maximise: ``A log pi`` or PPO's clipped surrogate."""
+        if self.cfg.clip <= 0 or old is None:
+            return adv * logp_a
+        old_t = torch.from_numpy(old)
+        known = ~torch.isnan(old_t)
+        ratio = torch.exp((logp_a - torch.nan_to_num(old_t, nan=0.0)).clamp(-20.0, 20.0))
+        eps = self.cfg.clip
+        surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv)
+        surrogate = torch.where(adv < 0, torch.maximum(surrogate, 3.0 * adv), surrogate)  # dual clip
+        return torch.where(known, surrogate, adv * logp_a)
 
     # -- updates ----------------------------------------------------------------------------
     def update(self, n_updates: int) -> dict[str, float]:
@@ -218,7 +252,7 @@ class Learner:
                 adv = g - self.replay.mean_return()
             acc["advantage_abs"] += adv.abs().mean().item()
             adv = (adv - adv.mean()) / (adv.std() + 1e-6) if len(adv) > 1 else adv
-            policy_loss = -(adv * logp_a).mean() - self.entropy_weight * entropy.mean()
+            policy_loss = -self._policy_term(logp_a, adv, b.old_log_probs).mean() - self.entropy_weight * entropy.mean()
             self.opt_actor.zero_grad()
             policy_loss.backward()
             nn.utils.clip_grad_norm_(self.net.actor.parameters(), self.cfg.grad_clip)

@@ -21,6 +21,9 @@ class Batch:
     actions: np.ndarray  # int64 (B,)
     returns: np.ndarray  # float32 (B,)
     baselines: np.ndarray | None = None  # float32 (B,): input-dependent baselines (None: none)
+    #: float32 (B,): log-probability of the action under the policy that acted (None: unknown);
+    #: what the clipped (PPO-style) update measures its step against
+    old_log_probs: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -43,6 +46,7 @@ class ReplayBuffer:
         self.actions = np.zeros(capacity, dtype=np.int64)
         self.returns = np.zeros(capacity, dtype=np.float32)
         self.baselines = np.full(capacity, np.nan, dtype=np.float32)
+        self.old_log_probs = np.full(capacity, np.nan, dtype=np.float32)
         self._next = 0
         self.size = 0
 
@@ -57,7 +61,8 @@ class ReplayBuffer:
         if n >= self.capacity:  # only the newest fit
             sl = slice(n - self.capacity, n)
             batch = Batch(batch.features[sl], batch.masks[sl], batch.actions[sl], batch.returns[sl],
-                          None if batch.baselines is None else batch.baselines[sl])
+                          None if batch.baselines is None else batch.baselines[sl],
+                          None if batch.old_log_probs is None else batch.old_log_probs[sl])
             n = self.capacity
         idx = (self._next + np.arange(n)) % self.capacity
         self.features[idx] = batch.features
@@ -65,6 +70,7 @@ class ReplayBuffer:
         self.actions[idx] = batch.actions
         self.returns[idx] = batch.returns
         self.baselines[idx] = np.nan if batch.baselines is None else batch.baselines
+        self.old_log_probs[idx] = np.nan if batch.old_log_probs is None else batch.old_log_probs
         self._next = int((self._next + n) % self.capacity)
         self.size = min(self.capacity, self.size + n)
 
@@ -74,7 +80,8 @@ class ReplayBuffer:
             raise ValueError("replay buffer is empty")
         k = min(batch_size, self.size)
         idx = rng.choice(self.size, size=k, replace=False)
-        return Batch(self.features[idx], self.masks[idx], self.actions[idx], self.returns[idx], self.baselines[idx])
+        return Batch(self.features[idx], self.masks[idx], self.actions[idx], self.returns[idx], self.baselines[idx],
+                     self.old_log_probs[idx])
 
     def mean_return(self) -> float:
         return float(self.returns[: self.size].mean()) if self.size else 0.0
