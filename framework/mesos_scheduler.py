@@ -86,4 +86,14 @@ class Dl2MesosScheduler(Scheduler):
         # Mesos sends ERROR "Framework failed over" to a scheduler whose framework id another one took:
         # this one must stop (flags only, see Replica._failed_over), or the two keep taking it back
         if self._on_failed_over is not None and "failed over" in str(message).lower():
+            # The one exception to "callbacks only enqueue": pymesos's IO thread (this thread)
+            # re-subscribes with the same framework id as soon as the master closes the stream,
+            # before the loop thread can stop the driver; on a busy machine that re-subscription
+            # took the id back from the new scheduler, which then stopped too. Stopping here
+            # (failover=True: no teardown, tasks keep running) wins that race: pymesos checks
+            # the stop before it writes anything on a new connection.
+            try:
+                driver.stop(failover=True)
+            except Exception:  # noqa: BLE001 - the flags below still stop the replica
+                logger.debug("driver stop on failover", exc_info=True)
             self._on_failed_over(str(message))

@@ -66,3 +66,28 @@ def test_ops_failed_over_framework_exits_instead_of_flapping(tmp_path):
                 second.stop()
                 t2.join(30)
             t1.join(30)
+
+
+class _RecordingDriver:
+    def __init__(self, log: list) -> None:
+        self.log = log
+
+    def stop(self, failover: bool = False) -> None:
+        self.log.append(("stop", failover))
+
+
+def test_failed_over_error_stops_the_driver_on_its_own_thread_before_it_can_resubscribe():
+    """pymesos re-subscribes with the same framework id as soon as the master closes the stream; the
+    error callback itself stops the driver (without teardown) so the stale scheduler cannot take the
+    id back before the loop thread acts. Other errors leave the driver to the loop."""
+    import queue
+
+    from dl2_mesos.framework.mesos_scheduler import Dl2MesosScheduler
+
+    log: list = []
+    sched = Dl2MesosScheduler(queue.Queue(), outbound=False, on_failed_over=lambda m: log.append(("fence", m)))
+    sched.error(_RecordingDriver(log), "Framework failed over")
+    assert log == [("stop", True), ("fence", "Framework failed over")]
+    log.clear()
+    sched.error(_RecordingDriver(log), "Framework has been removed")
+    assert log == []
