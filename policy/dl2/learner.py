@@ -207,9 +207,14 @@ class Learner:
         """log pi(a|s) of the current actor: at storage time, the policy that acted. Floored at
         -20 so an explored action the policy gave ~0 keeps a finite ratio."""
         with torch.no_grad():
-            logp = masked_log_probs(self.net.actor(torch.from_numpy(features)), torch.from_numpy(masks))
-            la = logp.gather(1, torch.from_numpy(actions).unsqueeze(1)).squeeze(1)
+            _, la = self._action_log_probs(torch.from_numpy(features), torch.from_numpy(masks),
+                                           torch.from_numpy(actions))
         return la.clamp_min(-20.0).numpy().astype(np.float32)
+
+    def _action_log_probs(self, x: torch.Tensor, m: torch.Tensor, a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The actor's masked log-probabilities of every action, and of the actions taken."""
+        logp = masked_log_probs(self.net.actor(x), m)
+        return logp, logp.gather(1, a.unsqueeze(1)).squeeze(1)
 
     def _policy_term(self, logp_a: torch.Tensor, adv: torch.Tensor, old: np.ndarray | None) -> torch.Tensor:
         """Per-sample policy objective to maximise: ``A log pi`` or PPO's clipped surrogate."""
@@ -236,8 +241,7 @@ class Learner:
             m = torch.from_numpy(b.masks)
             a = torch.from_numpy(b.actions)
             g = torch.from_numpy(b.returns)
-            logp = masked_log_probs(self.net.actor(x), m)
-            logp_a = logp.gather(1, a.unsqueeze(1)).squeeze(1)
+            logp, logp_a = self._action_log_probs(x, m, a)
             p = logp.exp()
             entropy = -(p * logp.masked_fill(~m, 0.0)).sum(dim=1)
             if self.cfg.critic:
