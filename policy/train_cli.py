@@ -174,6 +174,9 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
 @click.option("--same-trace", is_flag=True, help="All episodes of an iteration on one trace.")
 @click.option("--clip", type=click.FloatRange(0, 1, max_open=True), default=0.0, show_default=True,
               help="PPO-style clipping of the probability ratio (e.g. 0.2); 0: the paper's plain policy gradient.")
+@click.option("--rollback", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="When validation is more than this fraction above the best so far (e.g. 0.15), go back to "
+                   "the best weights and halve the actor's learning rate; 0: off.")
 @click.option("--references", default="drf,optimus,srtf-gain", show_default=True,
               help="Policies drawn as reference lines on the learning curve ('' for none).")
 @_model_options
@@ -181,7 +184,7 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
 def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iteration, updates, epsilon,
              no_exploration, no_replay, no_critic, per_job_reward, lr_actor, lr_critic, gamma, lam, batch_size,
              replay_size, entropy_start, entropy_end, entropy_half_life, train_seeds, val_seeds, eval_every,
-             max_slots, seed, tensorboard, reward, reward_scale, baseline, same_trace, clip, references, window,
+             max_slots, seed, tensorboard, reward, reward_scale, baseline, same_trace, clip, rollback, references, window,
              hidden, layers, arch, start, actions, **trace_opts):
     """Actor-critic RL in the simulator (parallel workers, replay, job-aware exploration)."""
     preset = trace_source_preset(preset, trace_opts)
@@ -211,7 +214,7 @@ def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iterat
                        epsilon=0.0 if no_exploration else epsilon, train_seeds=tuple(tr), eval_seeds=tuple(va),
                        eval_every=eval_every, max_slots=max_slots, seed=seed, learner=lcfg, tensorboard=tensorboard,
                        reward=reward, same_trace=same_trace or baseline == "input",
-                       references=tuple(n.strip() for n in references.split(",") if n.strip()))
+                       references=tuple(n.strip() for n in references.split(",") if n.strip()), rollback=rollback)
         mcfg = DL2Config(window=window, hidden=hidden, layers=layers, arch=arch, start=start, actions=actions)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None

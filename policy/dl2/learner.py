@@ -23,6 +23,7 @@ of that moment).
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -122,6 +123,26 @@ class Learner:
 
     def optim_state(self) -> dict[str, Any]:
         return {"actor": self.opt_actor.state_dict(), "critic": self.opt_critic.state_dict(), "updates": self.updates}
+
+    @property
+    def actor_lr(self) -> float:
+        return float(self.opt_actor.param_groups[0]["lr"])
+
+    def snapshot(self) -> dict[str, Any]:
+        """A copy of the weights and optimiser state to go back to (:meth:`restore`)."""
+        return copy.deepcopy({"net": self.net.state_dict(), "optim": self.optim_state()})
+
+    def restore(self, snapshot: dict[str, Any], actor_lr_factor: float = 1.0) -> float:
+        """Go back to ``snapshot``'s weights and optimiser state, with the actor's learning rate
+        multiplied by ``actor_lr_factor`` (relative to the rate now); returns the new rate. The
+        replay buffer and the entropy schedule carry on."""
+        lr = self.actor_lr * actor_lr_factor
+        self.net.load_state_dict(snapshot["net"])
+        self.opt_actor.load_state_dict(snapshot["optim"]["actor"])
+        self.opt_critic.load_state_dict(snapshot["optim"]["critic"])
+        for group in self.opt_actor.param_groups:
+            group["lr"] = lr
+        return lr
 
     @property
     def entropy_weight(self) -> float:

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from dl2_mesos.allocation import Allocation
+from dl2_mesos.errors import ConfigError
 from dl2_mesos.policy.dl2.checkpoint import load_checkpoint, save_checkpoint
 from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.learner import Learner, LearnerConfig, SlotData
@@ -64,6 +65,18 @@ class RLConfig:
     same_trace: bool = False
     #: reference policies whose validation avg JCT is drawn as lines on the learning curve
     references: tuple[str, ...] = ("drf", "optimus", "srtf-gain")
+    #: roll back on a regression: when a validation score is more than this fraction above the
+    #: best so far (e.g. 0.15), the weights and optimiser state go back to the best validation
+    #: point and the actor's learning rate is multiplied by ``rollback_lr_factor``; 0: off (the
+    #: run only keeps its best checkpoint)
+    rollback: float = 0.0
+    rollback_lr_factor: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.rollback < 0:
+            raise ConfigError(f"rollback must be >= 0, got {self.rollback}")
+        if not 0.0 < self.rollback_lr_factor <= 1.0:
+            raise ConfigError(f"rollback_lr_factor must be in (0, 1], got {self.rollback_lr_factor}")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -189,11 +202,15 @@ def run_rl(
     else:
         net = ActorCritic(model_cfg or DL2Config())
     learner = Learner(net, cfg.learner, optim_state)
+    # where a rollback returns to: the best validation point (on a resume, best.pt's weights)
+    rollback_to = None
+    if cfg.rollback > 0 and resume and (out / "best.pt").is_file():
+        rollback_to = {"net": load_checkpoint(out / "best.pt").net.state_dict(), "optim": learner.optim_state()}
     runner = _Runner(cfg.workers)
     log_path = out / "log.csv"
     new_log = not (resume and log_path.is_file())
     fields = ["iteration", "wall_s", "train_avg_jct", "train_reward", "steps", "samples", "val_avg_jct",
-              "policy_loss", "value_loss", "entropy", "entropy_weight", "advantage_abs"]
+              "policy_loss", "value_loss", "entropy", "entropy_weight", "advantage_abs", "actor_lr", "rolled_back"]
     tb = None
     if cfg.tensorboard:
         try:
@@ -221,6 +238,8 @@ def run_rl(
                 val = best = _val_score(base, base)
                 logger.info("validation at the start: %s", base)
                 save_checkpoint(out / "best.pt", net, meta={"iteration": 0, "val_avg_jct": val, "val_base": base})
+                if cfg.rollback > 0:
+                    rollback_to = learner.snapshot()
                 w.writerow({"iteration": 0, "wall_s": round(time.time() - t0, 1), "val_avg_jct": val})
                 fh.flush()
             for it in range(start_it + 1, cfg.iterations + 1):
@@ -264,6 +283,14 @@ def run_rl(
                         best = val
                         save_checkpoint(out / "best.pt", net, meta={"iteration": it, "val_avg_jct": val,
                                                                       "wall_s": row["wall_s"]})
+                        if cfg.rollback > 0:
+                            rollback_to = learner.snapshot()
+                    elif rollback_to is not None and val > best * (1 + cfg.rollback):
+                        lr = learner.restore(rollback_to, cfg.rollback_lr_factor)
+                        row["rolled_back"] = 1
+                        logger.info("iteration %d: validation %.4g is %.0f%% above the best %.4g: back to the "
+                                    "best weights, actor learning rate %.3g", it, val, 100 * (val / best - 1), best, lr)
+                row["actor_lr"] = f"{learner.actor_lr:.3g}"
                 w.writerow({k: row.get(k, "") for k in fields})
                 fh.flush()
                 if tb is not None:

@@ -224,3 +224,48 @@ def test_shrink_weight_makes_the_rare_pause_and_shrink_labels_count_more():
             logp = masked_log_probs(net.actor(torch.from_numpy(x)), torch.ones((n, A), dtype=torch.bool))
         mean_logp[weight] = float(logp[torch.arange(n), torch.from_numpy(y)][torch.from_numpy(shrink)].mean())
     assert mean_logp[20.0] > mean_logp[1.0] + 0.5, mean_logp
+
+
+def test_rollback_returns_to_the_best_weights_with_a_lower_learning_rate(tmp_path, monkeypatch):
+    """A validation score far above the best so far sends the weights back to the best point and
+    halves the actor's learning rate; within the tolerance nothing is rolled back."""
+    import dl2_mesos.policy.dl2.trainer as trainer
+
+    scores = iter([100.0, 90.0, 95.0, 150.0, 120.0])  # start, it 2 (best), 4 (within 10%), 6, 8
+    seen: dict[int, dict] = {}
+
+    def fake_validation(net, presets, seeds, runner, max_slots):
+        seen[len(seen)] = {k: v.clone() for k, v in net.state_dict().items()}
+        return {presets[0]: next(scores)}
+
+    monkeypatch.setattr(trainer, "evaluate_greedy_by_preset", fake_validation)
+    cfg = RLConfig(preset="tiny", iterations=8, workers=0, episodes_per_iteration=1, updates_per_iteration=4,
+                   eval_seeds=(1001,), eval_every=2, seed=3, references=(), rollback=0.1,
+                   learner=LearnerConfig(lr_actor=1e-2, batch_size=32, seed=3))
+    run_rl(tmp_path / "rb", cfg, model_cfg=CFG)
+    rows = (tmp_path / "rb" / "log.csv").read_text().strip().splitlines()
+    header = rows[0].split(",")
+    by_it = {r.split(",")[0]: dict(zip(header, r.split(","))) for r in rows[1:]}
+    assert by_it["4"]["rolled_back"] == "" and float(by_it["4"]["actor_lr"]) == 1e-2
+    assert by_it["6"]["rolled_back"] == "1" and float(by_it["6"]["actor_lr"]) == 5e-3
+    assert by_it["8"]["rolled_back"] == "1" and float(by_it["8"]["actor_lr"]) == 2.5e-3
+    # best.pt holds iteration 2's weights; the run moved away from them, and the rollback at the
+    # last iteration put them back (last.pt is written after it)
+    best = load_checkpoint(tmp_path / "rb" / "best.pt")
+    last = load_checkpoint(tmp_path / "rb" / "last.pt")
+    assert best.meta["iteration"] == 2
+    assert all(torch.equal(best.net.state_dict()[k], seen[1][k]) for k in seen[1])
+    assert not all(torch.equal(seen[4][k], seen[1][k]) for k in seen[1])
+    assert all(torch.equal(last.net.state_dict()[k], seen[1][k]) for k in seen[1])
+    assert last.optim["actor"]["param_groups"][0]["lr"] == 2.5e-3
+
+
+def test_rollback_rejects_a_bad_factor():
+    import pytest
+
+    from dl2_mesos.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="rollback"):
+        RLConfig(rollback=-0.1)
+    with pytest.raises(ConfigError, match="rollback_lr_factor"):
+        RLConfig(rollback=0.1, rollback_lr_factor=0.0)
