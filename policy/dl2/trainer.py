@@ -205,7 +205,7 @@ def run_rl(
     # where a rollback returns to: the best validation point (on a resume, best.pt's weights)
     rollback_to = None
     if cfg.rollback > 0 and resume and (out / "best.pt").is_file():
-        rollback_to = {"net": load_checkpoint(out / "best.pt").net.state_dict(), "optim": learner.optim_state()}
+        rollback_to = {**learner.snapshot(), "net": load_checkpoint(out / "best.pt").net.state_dict()}
     runner = _Runner(cfg.workers)
     log_path = out / "log.csv"
     new_log = not (resume and log_path.is_file())

@@ -269,3 +269,22 @@ def test_rollback_rejects_a_bad_factor():
         RLConfig(rollback=-0.1)
     with pytest.raises(ConfigError, match="rollback_lr_factor"):
         RLConfig(rollback=0.1, rollback_lr_factor=0.0)
+
+
+def test_rollback_after_a_resume_returns_to_best_pt(tmp_path, monkeypatch):
+    """A resumed run rolls back to the weights in best.pt (its snapshot in memory is gone)."""
+    import dl2_mesos.policy.dl2.trainer as trainer
+
+    scores = iter([100.0, 90.0, 95.0, 200.0])  # start, it 2 (best), it 4; after the resume: it 6
+    monkeypatch.setattr(trainer, "evaluate_greedy_by_preset",
+                        lambda net, presets, seeds, runner, max_slots: {presets[0]: next(scores)})
+    base = dict(preset="tiny", workers=0, episodes_per_iteration=1, updates_per_iteration=4, eval_seeds=(1001,),
+                eval_every=2, seed=3, references=(), rollback=0.1,
+                learner=LearnerConfig(lr_actor=1e-2, batch_size=32, seed=3))
+    run_rl(tmp_path / "rr", RLConfig(iterations=4, **base), model_cfg=CFG)
+    run_rl(tmp_path / "rr", RLConfig(iterations=6, **base), resume=True)
+    best = load_checkpoint(tmp_path / "rr" / "best.pt")
+    last = load_checkpoint(tmp_path / "rr" / "last.pt")
+    assert best.meta["iteration"] == 2 and last.meta["iteration"] == 6
+    assert all(torch.equal(last.net.state_dict()[k], v) for k, v in best.net.state_dict().items())
+    assert last.optim["actor"]["param_groups"][0]["lr"] == 5e-3
