@@ -359,6 +359,14 @@ class JobRunner:
         elif time.monotonic() - self.idle_since > self.config.idle_timeout_s:
             self._restart("no rescale request arrived after the job's processes stopped")
 
+    def _trained_to_the_end(self, workers: list[ManagedProcess], ended_on_their_own: bool) -> bool:
+        """Whether the job's training is over: every local worker exited ``finished``; with no
+        local worker (servers only), processes that all ended before any stop request and a
+        final checkpoint of the last epoch in storage."""
+        if workers:
+            return all((p.exit_event or {}).get("status") == "finished" for p in workers)
+        return ended_on_their_own and self._job_finished_in_storage()
+
     def _job_finished_in_storage(self) -> bool:
         try:
             latest = self.store.latest()
@@ -505,6 +513,7 @@ class JobRunner:
                 logger.info("job %s: rescale to generation %d ignored (at %d)", self.job_id, new_gen, cur)
             return None
         phases: list[tuple[str, float]] = []
+        ended_on_their_own = bool(self.procs) and not self._running_procs()
         saver_here = any(p.spec.role == "worker" and p.spec.rank == 0 for p in self._running_procs())
         had_saver_proc = any(p.spec.role == "worker" and p.spec.rank == 0 for p in self.procs.values())
         t0 = time.monotonic()
@@ -518,6 +527,13 @@ class JobRunner:
         wait_exit(others, self.config.server_exit_wait_s)
         stop_processes(others, grace)
         phases.append(("stop", time.monotonic() - t0))
+        if self._trained_to_the_end(workers, ended_on_their_own):
+            # the job trained its last epoch while this request was on its way: a new generation
+            # would restore the final checkpoint and wait forever for peers that have ended
+            logger.info("job %s: training ended before the rescale to generation %d; finishing instead",
+                        self.job_id, new_gen)
+            self._finish()
+            return None
         ck = self.last_checkpoint_event
         if (saver_here or had_saver_proc) and ck and ck.get("final"):
             phases.append(("save", float(ck.get("save_seconds", 0.0))))
