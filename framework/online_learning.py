@@ -31,6 +31,12 @@ at a time: a bad update is rolled back after three windows. After a rollback the
 restored model runs frozen for one window, which becomes the new reference (so one bad window
 cannot cascade into rolling back version after version).
 
+A slot's reward lags the decisions before it (a grown job trains faster only after its
+restart), so an accepted window vouches for the model that was latest at the window's *start*
+(the *candidate*), not for the one deciding at its end: the candidate becomes the checkpoint
+when the next window is accepted. Otherwise a bad update whose first window still earned what
+the good model had set up would become the version a rollback restores.
+
 The first window after a start is the cluster's warm-up (jobs launching, first restarts): its
 slots vary widely, so until it has left the reference (:data:`REFERENCE_WINDOWS` windows later)
 the noise bar is high and only a large drop rolls back (measured on the live rig: a model
@@ -135,7 +141,7 @@ class OnlineLearning:
                 return
             logger.error("model version %s missing from the store; starting from the loaded model", version)
         self.info = {"current": 1, "history": [1], "baseline": None, "reference": [], "checkpoint": 1,
-                     "probation": False, "rollbacks": [], "recent_rewards": []}
+                     "candidate": 1, "probation": False, "rollbacks": [], "recent_rewards": []}
         self._tell_version(1)
         self.store.put_model(1, self.adapter.dump(), {"parent": None, "reason": "starting model"})
         self.store.put_models(self.info)
@@ -190,7 +196,7 @@ class OnlineLearning:
         info["current"] = version
         info["history"] = (info.get("history", []) + [version])[-self.keep:]
         for v in self.store.model_versions():
-            if v not in info["history"] and v not in (1, info.get("checkpoint")):
+            if v not in info["history"] and v not in (1, info.get("checkpoint"), info.get("candidate")):
                 self.store.delete_model(v)
         logger.debug("online learning: model version %d", version)
 
@@ -223,11 +229,16 @@ class OnlineLearning:
             info["suspect"] = suspect + 1  # hold the reference and the checkpoint; judge more slots
             return False
         # the accepted slots join the reference (its last REFERENCE_WINDOWS windows: one lucky
-        # window must not become the bar), the last model is the checkpoint
+        # window must not become the bar). A slot's reward lags the decisions before it (a job
+        # grown now trains faster only after its restart), so a model becomes the checkpoint one
+        # accepted window after it was the latest: the window that just passed judged the
+        # candidate's consequences, not yet the current model's (promoting the current model at
+        # once made a fresh bad update, whose first window still looked fine, the rollback target)
         info["suspect"] = 0
         info["reference"] = (list(reference) + judged)[-self.window * REFERENCE_WINDOWS:]
         info["baseline"] = sum(info["reference"]) / len(info["reference"])
-        info["checkpoint"] = info.get("current")
+        info["checkpoint"] = info.get("candidate") or info.get("checkpoint") or info.get("current")
+        info["candidate"] = info.get("current")
         info["probation"] = False
         return False
 
@@ -266,6 +277,7 @@ class OnlineLearning:
         history = info.get("history", [])
         info["history"] = history[:history.index(checkpoint) + 1] if checkpoint in history else [checkpoint]
         info["current"] = checkpoint
+        info["candidate"] = checkpoint
         info.setdefault("rollbacks", []).append({"from": bad, "to": checkpoint, "reason": reason})
         info["probation"] = True  # the restored model runs frozen for a window: the new reference
         info["reference"] = []

@@ -91,8 +91,9 @@ def test_rollback_when_reward_drops(caplog):
             a.record()
             ol.end_slot(0.1)
     assert ol.info["rollbacks"] and ol.info["rollbacks"][-1]["from"] > ol.info["rollbacks"][-1]["to"]
-    assert ol.info["rollbacks"][-1]["to"] == before - 1  # the model that decided the reference's last slot
-    assert ol.version == before - 1
+    # the one accepted window vouches for the model latest at its start (rewards lag decisions)
+    assert before == 4 and ol.info["rollbacks"][-1]["to"] == 1
+    assert ol.version == 1
     assert a.loaded and "rolling back" in caplog.text
     assert store.models()["current"] == ol.version
 
@@ -296,10 +297,12 @@ def test_rollback_restores_the_window_start_then_holds_it_frozen_for_a_window(ca
     ol = _learning(store, a)  # window 3, keep 4
     for _ in range(3):
         _slot(ol, a, 1.0, jobs=2)
-    checkpoint = ol.info["checkpoint"]
-    assert checkpoint == 3 and ol.version == 4  # the model that decided the reference window's last slot
+    # the model that decided the window's last slot is the candidate; it becomes the checkpoint
+    # once the next window (its consequences) is accepted
+    assert ol.info["checkpoint"] == 1 and ol.info["candidate"] == 3 and ol.version == 4
     for _ in range(3):
         _slot(ol, a, 1.0, jobs=2)
+    assert ol.info["checkpoint"] == 3
     with caplog.at_level(logging.WARNING):
         for _ in range(12):  # the updates made it far worse
             checkpoint = ol.info["checkpoint"]
@@ -320,3 +323,25 @@ def test_rollback_restores_the_window_start_then_holds_it_frozen_for_a_window(ca
     _slot(ol, a, 0.05, jobs=2)  # the window ends: it is the new reference, and learning resumes
     assert len(ol.info["rollbacks"]) == 1 and ol.describe()["probation"] is False
     assert ol.version > checkpoint and len(set(ol.info["reference"])) == 1
+
+
+def test_a_bad_update_whose_first_window_still_looks_fine_is_rolled_back_to_a_model_before_it():
+    """Rewards lag decisions: the window right after a bad update still earns about what the
+    good model's earlier decisions set up. That window must not make the bad model the rollback
+    target (CI once rolled a corrupted update back to a later version of itself)."""
+    store = StateStore(MemoryKV())
+    a = FakeAdapter()
+    ol = _learning(store, a)  # window 3
+    for _ in range(9):
+        _slot(ol, a, 1.0, jobs=2)
+    bad = ol.version + 1  # the next update is the bad one
+    for r in (0.9, 0.9, 0.9):  # its first window: within the margin (lagged consequences)
+        _slot(ol, a, r, jobs=2)
+    assert ol.info["checkpoint"] < bad
+    for _ in range(15):
+        _slot(ol, a, 0.2, jobs=2)
+        if ol.info["rollbacks"]:
+            break
+    rb = ol.info["rollbacks"][-1]
+    assert rb["from"] >= bad and rb["to"] < bad
+    assert store.get_model(rb["to"]) is not None and ol.version == rb["to"]
