@@ -38,11 +38,14 @@ def _fmt(v: float | None, unit: str = "s") -> str:
 @click.option("--slot", "slot_seconds", default=2.0, show_default=True, type=click.FloatRange(0.5, 60))
 @click.option("--window", default=8, show_default=True, type=click.IntRange(2, 100),
               help="Online window (slots per rollback check).")
+@click.option("--inject-window", default=4, show_default=True, type=click.IntRange(2, 100),
+              help="Online window of the injected-regression run: it injects after six windows "
+                   "(dl2_rigs.online_drift.injection_slot), which must fall inside the run.")
 @click.option("--seed", default=101, show_default=True)
 @click.option("--timeout", default=240.0, show_default=True, help="Seconds per run.")
 @click.option("--skip-rollback", is_flag=True, help="Only the frozen/online comparison.")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False))
-def main(jobs: int, agents: int, slot_seconds: float, window: int, seed: int, timeout: float,
+def main(jobs: int, agents: int, slot_seconds: float, window: int, inject_window: int, seed: int, timeout: float,
          skip_rollback: bool, json_path: str | None) -> None:
     logging.basicConfig(level=logging.WARNING)
     workload = drift_workload(jobs, slot_seconds, seed=seed)
@@ -63,12 +66,18 @@ def main(jobs: int, agents: int, slot_seconds: float, window: int, seed: int, ti
     if fz and on:
         click.echo(f"drifted half: online / frozen avg JCT = {on / fz:.3f}")
     if not skip_rollback:
-        r = run_drift(workload, online=True, agents=agents, slot_seconds=slot_seconds, window=window,
-                      inject_after_slot=injection_slot(window), stop_after_rollback=True, timeout=timeout, echo=click.echo)
+        at = injection_slot(inject_window)
+        r = run_drift(workload, online=True, agents=agents, slot_seconds=slot_seconds, window=inject_window,
+                      inject_after_slot=at, stop_after_rollback=True, timeout=timeout, echo=click.echo)
         runs["injected"] = r
-        caught = [rb for rb in r.rollbacks if r.injected_version is not None and rb["from"] >= r.injected_version]
-        click.echo(f"injected corrupted update: version {r.injected_version}; rollbacks: {len(r.rollbacks)}"
-                   f" ({'caught' if caught else 'NOT caught'})")
+        if r.injected_version is None:
+            # a window so long that the workload ends first tests nothing: say so, never "not caught"
+            click.echo(f"injected corrupted update: none (window {inject_window}: the run ended after {r.slots} slots, "
+                       f"before slot {at}); use a shorter --inject-window or more --jobs")
+        else:
+            caught = [rb for rb in r.rollbacks if rb["from"] >= r.injected_version]
+            click.echo(f"injected corrupted update (window {inject_window}): version {r.injected_version}; "
+                       f"rollbacks: {len(r.rollbacks)} ({'caught' if caught else 'NOT caught'})")
         for rb in r.rollbacks:
             click.echo(f"         rollback {rb['from']} -> {rb['to']}: {rb['reason']}")
     if json_path:
