@@ -478,7 +478,9 @@ class SchedulerCore:
 
     def snapshot(self, slot: int, now: float) -> ClusterState:
         """The frozen state a policy decides on: agents from held offers plus our tasks."""
-        return slot_planner.snapshot(self.book.active(), self.offers, slot=slot, now=now - self.epoch,
+        # a job whose training ended waits only for its workers' last statuses: nothing to decide
+        jobs = [j for j in self.book.active() if not j.training_ended()]
+        return slot_planner.snapshot(jobs, self.offers, slot=slot, now=now - self.epoch,
                                      slot_seconds=self.cfg.slot, framework_id=self.framework_id,
                                      measured_restart=self.restart_costs.seconds)
 

@@ -57,7 +57,7 @@ class JobLifecycle:
             return []
         out: list[Command] = []
         if state == "TASK_FINISHED" and not task.killing:
-            out += self._maybe_finish(job, now)
+            out += self._maybe_finish(job, task, now)
         elif state == "TASK_FINISHED" and task.role == "worker" and job.epochs_done >= job.spec.epochs:
             # the worker trained its last epoch before a stop (pause, shrink) reached it: the job
             # is done. Waiting for a restart instead would run the job again from its final
@@ -120,7 +120,7 @@ class JobLifecycle:
         logger.info("job %s %s: %s", job.job_id, phase.value, message)
         return out
 
-    def _maybe_finish(self, job: FrameworkJob, now: float) -> list[Command]:
+    def _maybe_finish(self, job: FrameworkJob, task: TaskRecord, now: float) -> list[Command]:
         # the training program exits 0 on every worker once the job's epochs are done
         # records of workers that failed or were lost earlier (and were replaced) do not count
         workers = [t for t in job.tasks.values() if t.role == "worker" and not t.killing
@@ -128,6 +128,19 @@ class JobLifecycle:
         if workers and all(t.state == "TASK_FINISHED" for t in workers):
             job.epochs_done = max(job.epochs_done, float(job.spec.epochs))
             return self.end(job, JobPhase.FINISHED, "workers finished", now)
+        if task.role == "worker" and job.training_ended():
+            # Training is over; the other workers' statuses are on their way (after a master
+            # restart they came one by one, and the outage had dropped the last progress
+            # reports). Until they come, nothing re-places this job (the slot's snapshot leaves
+            # it out): the next slot used to launch a worker for the finished one as missing,
+            # and the job ran again from its final checkpoint (~25 s lost). Ending it now
+            # instead would report it finished before its checkpoint writer stored the final
+            # checkpoint.
+            job.epochs_done = max(job.epochs_done, float(job.spec.epochs))
+            self.launcher.drop(job.job_id)
+            self.book.intended.pop(job.job_id, None)
+            self.book.mark_dirty(job)
+            logger.info("job %s: a worker finished training; waiting for the others' statuses", job.job_id)
         return []
 
     def task_failed(self, job: FrameworkJob, reason: str, now: float) -> list[Command]:
@@ -156,6 +169,10 @@ class JobLifecycle:
 
     def _task_lost(self, job: FrameworkJob, task: TaskRecord, reason: str, now: float) -> list[Command]:
         """A task vanished: re-place the job's intended counts against current offers."""
+        if job.training_ended():
+            # its last statuses will not all come: run it from its checkpoint (the final one when
+            # stored, and the job then finishes at once) rather than wait for ever
+            return self._preempt(job, f"task {task.task_id} lost ({reason}) after training ended", now)
         logger.warning("job %s: task %s lost (%s); rescheduling", job.job_id, task.task_id, reason)
         members = {e.task_id for e in (*job.cluster.servers, *job.cluster.workers)} if job.cluster else set()
         if job.phase != JobPhase.RUNNING and task.task_id in members:

@@ -173,6 +173,19 @@ class FrameworkJob:
     def num_workers(self) -> int:
         return len(self.live_tasks("worker"))
 
+    def training_ended(self) -> bool:
+        """Whether a worker of the current generation exited finished on its own.
+
+        The training program exits 0 on a worker only after the job's last epoch (the workers
+        of a generation stop at the same batch), so training is over even while the other
+        workers' statuses are still on their way; the job finishes once they have come (the
+        checkpoint writer's executor reports only after storing the final checkpoint)."""
+        if self.cluster is None:
+            return False
+        members = {e.task_id for e in self.cluster.workers}
+        return any(t.role == "worker" and t.state == "TASK_FINISHED" and not t.killing and t.task_id in members
+                   for t in self.tasks.values())
+
     def new_task_id(self, role: str) -> str:
         self.task_seq += 1
         return f"{self.job_id}.{role}.{self.task_seq}"

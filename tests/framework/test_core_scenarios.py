@@ -148,6 +148,50 @@ def test_workers_finished_finishes_job_and_kills_ps(harness: Harness):
     assert h.store.load_jobs()[job.job_id].phase == JobPhase.FINISHED
 
 
+def _two_workers_one_finished():
+    policy = ScriptedPolicy(default=(1, 2))
+    h = Harness(policy)
+    h.register()
+    job = h.submit(epochs=10)
+    h.offer(make_offer("a1"))
+    h.tick()
+    h.run_all(job)
+    first, second = job.live_tasks("worker")
+    ps = job.live_tasks("ps")[0]
+    msg = ProgressReport(job.job_id, first.task_id, 0, 6.0, 100, 100.0, timestamp=h.clock.t)
+    h.core.handle(ev.FrameworkMessage(first.executor_id, first.agent_id, encode_b64(msg)))
+    h.driver.clear()
+    h.core.handle(status(first.task_id, "TASK_FINISHED"))
+    return h, job, first, second, ps
+
+
+def test_a_job_whose_first_worker_finished_is_not_replaced_while_the_others_report():
+    """After a master restart the finished statuses of a job's workers come one by one, and the
+    outage dropped the last progress reports. The first one means training is over: no slot may
+    re-place the finished worker as missing (one did, and the job ran again from its final
+    checkpoint), and the job finishes when the other workers have reported (the checkpoint
+    writer's executor reports only once the final checkpoint is stored)."""
+    h, job, first, second, ps = _two_workers_one_finished()
+    assert job.epochs_done == job.spec.epochs and job.phase == JobPhase.RUNNING
+    assert not h.driver.named("killTask")
+    h.offer(make_offer("a1"))
+    h.next_slot()
+    assert not h.driver.launched() and not h.driver.named("killTask") and job.phase == JobPhase.RUNNING
+    h.core.handle(status(second.task_id, "TASK_FINISHED"))
+    assert job.phase == JobPhase.FINISHED
+    assert [k[0]["value"] for k in h.driver.named("killTask")] == [ps.task_id]
+
+
+def test_a_worker_lost_after_another_finished_restarts_the_job_instead_of_waiting_for_ever():
+    h, job, first, second, ps = _two_workers_one_finished()
+    h.core.handle(status(second.task_id, "TASK_LOST"))
+    assert job.phase == JobPhase.PENDING and job.cluster is None
+    assert [k[0]["value"] for k in h.driver.named("killTask")] == [ps.task_id]
+    h.offer(make_offer("a1"))
+    h.next_slot()
+    assert len(h.driver.launched()) == 3  # relaunched from its checkpoint, then it finishes
+
+
 def test_lost_kill_of_finished_jobs_ps_is_sent_again(harness: Harness):
     """A PS whose kill got lost would outlive its finished job (holding its port): the kill is
     re-sent after a grace period until the task reports a terminal state, and then no more."""
