@@ -348,10 +348,7 @@ class JobRunner:
             return
         # Everything here has exited cleanly.
         workers = [p for p in self.procs.values() if p.spec.role == "worker"]
-        statuses = {(p.exit_event or {}).get("status") for p in workers}
-        if workers and statuses == {"finished"}:
-            self._finish()
-        elif not workers and self._job_finished_in_storage():
+        if self._trained_to_the_end(workers, ended_on_their_own=True):
             self._finish()
         elif self.idle_since is None:
             self.idle_since = time.monotonic()
