@@ -131,16 +131,20 @@ class JobLifecycle:
         if task.role == "worker" and job.training_ended():
             # Training is over; the other workers' statuses are on their way (after a master
             # restart they came one by one, and the outage had dropped the last progress
-            # reports). Until they come, nothing re-places this job (the slot's snapshot leaves
-            # it out): the next slot used to launch a worker for the finished one as missing,
-            # and the job ran again from its final checkpoint (~25 s lost). Ending it now
-            # instead would report it finished before its checkpoint writer stored the final
-            # checkpoint.
+            # reports). The job ends once its checkpoint writer (worker rank 0, whose executor
+            # reports only after storing the final checkpoint) has reported; ending it at the
+            # first status reported it finished before its final checkpoint was stored. Until
+            # then nothing re-places it (the slot's snapshot leaves it out): the next slot used
+            # to launch a worker for the finished one as missing, and the job ran again from its
+            # final checkpoint (~25 s lost).
             job.epochs_done = max(job.epochs_done, float(job.spec.epochs))
+            writer = job.tasks.get(job.cluster.workers[0].task_id) if job.cluster and job.cluster.workers else None
+            if writer is None or writer.state == "TASK_FINISHED":
+                return self.end(job, JobPhase.FINISHED, "workers finished (the checkpoint writer among them)", now)
             self.launcher.drop(job.job_id)
             self.book.intended.pop(job.job_id, None)
             self.book.mark_dirty(job)
-            logger.info("job %s: a worker finished training; waiting for the others' statuses", job.job_id)
+            logger.info("job %s: a worker finished training; waiting for the checkpoint writer's status", job.job_id)
         return []
 
     def task_failed(self, job: FrameworkJob, reason: str, now: float) -> list[Command]:

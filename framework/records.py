@@ -178,8 +178,9 @@ class FrameworkJob:
 
         The training program exits 0 on a worker only after the job's last epoch (the workers
         of a generation stop at the same batch), so training is over even while the other
-        workers' statuses are still on their way; the job finishes once they have come (the
-        checkpoint writer's executor reports only after storing the final checkpoint)."""
+        workers' statuses are still on their way; the job finishes once worker rank 0 (the
+        checkpoint writer, whose executor reports only after storing the final checkpoint)
+        has reported."""
         if self.cluster is None:
             return False
         members = {e.task_id for e in self.cluster.workers}

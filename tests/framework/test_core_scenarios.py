@@ -148,7 +148,7 @@ def test_workers_finished_finishes_job_and_kills_ps(harness: Harness):
     assert h.store.load_jobs()[job.job_id].phase == JobPhase.FINISHED
 
 
-def _two_workers_one_finished():
+def _two_workers_one_finished(finished_rank: int):
     policy = ScriptedPolicy(default=(1, 2))
     h = Harness(policy)
     h.register()
@@ -156,35 +156,45 @@ def _two_workers_one_finished():
     h.offer(make_offer("a1"))
     h.tick()
     h.run_all(job)
-    first, second = job.live_tasks("worker")
+    by_rank = {t.rank: t for t in job.live_tasks("worker")}
+    assert job.cluster.workers[0].task_id == by_rank[0].task_id  # rank 0 saves the checkpoints
+    done, other = by_rank[finished_rank], by_rank[1 - finished_rank]
     ps = job.live_tasks("ps")[0]
-    msg = ProgressReport(job.job_id, first.task_id, 0, 6.0, 100, 100.0, timestamp=h.clock.t)
-    h.core.handle(ev.FrameworkMessage(first.executor_id, first.agent_id, encode_b64(msg)))
+    msg = ProgressReport(job.job_id, done.task_id, 0, 6.0, 100, 100.0, timestamp=h.clock.t)
+    h.core.handle(ev.FrameworkMessage(done.executor_id, done.agent_id, encode_b64(msg)))
     h.driver.clear()
-    h.core.handle(status(first.task_id, "TASK_FINISHED"))
-    return h, job, first, second, ps
+    h.core.handle(status(done.task_id, "TASK_FINISHED"))
+    return h, job, done, other, ps
 
 
-def test_a_job_whose_first_worker_finished_is_not_replaced_while_the_others_report():
+def test_a_job_whose_first_worker_finished_is_not_replaced_while_the_checkpoint_writer_reports():
     """After a master restart the finished statuses of a job's workers come one by one, and the
     outage dropped the last progress reports. The first one means training is over: no slot may
     re-place the finished worker as missing (one did, and the job ran again from its final
-    checkpoint), and the job finishes when the other workers have reported (the checkpoint
-    writer's executor reports only once the final checkpoint is stored)."""
-    h, job, first, second, ps = _two_workers_one_finished()
+    checkpoint), and the job finishes when worker rank 0 has reported (its executor reports only
+    once the final checkpoint is stored)."""
+    h, job, done, writer, ps = _two_workers_one_finished(finished_rank=1)
     assert job.epochs_done == job.spec.epochs and job.phase == JobPhase.RUNNING
     assert not h.driver.named("killTask")
     h.offer(make_offer("a1"))
     h.next_slot()
     assert not h.driver.launched() and not h.driver.named("killTask") and job.phase == JobPhase.RUNNING
-    h.core.handle(status(second.task_id, "TASK_FINISHED"))
+    h.core.handle(status(writer.task_id, "TASK_FINISHED"))
     assert job.phase == JobPhase.FINISHED
     assert [k[0]["value"] for k in h.driver.named("killTask")] == [ps.task_id]
 
 
+def test_the_checkpoint_writers_finished_status_ends_the_job_at_once():
+    """Rank 0 finished: the final checkpoint is stored. Another worker may never report (one
+    launched by a grow whose request came after training ended waits for ended peers)."""
+    h, job, writer, other, ps = _two_workers_one_finished(finished_rank=0)
+    assert job.phase == JobPhase.FINISHED and job.epochs_done == job.spec.epochs
+    assert sorted(k[0]["value"] for k in h.driver.named("killTask")) == sorted([other.task_id, ps.task_id])
+
+
 def test_a_worker_lost_after_another_finished_restarts_the_job_instead_of_waiting_for_ever():
-    h, job, first, second, ps = _two_workers_one_finished()
-    h.core.handle(status(second.task_id, "TASK_LOST"))
+    h, job, done, writer, ps = _two_workers_one_finished(finished_rank=1)
+    h.core.handle(status(writer.task_id, "TASK_LOST"))
     assert job.phase == JobPhase.PENDING and job.cluster is None
     assert [k[0]["value"] for k in h.driver.named("killTask")] == [ps.task_id]
     h.offer(make_offer("a1"))
