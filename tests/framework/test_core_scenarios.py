@@ -148,14 +148,19 @@ def test_workers_finished_finishes_job_and_kills_ps(harness: Harness):
     assert h.store.load_jobs()[job.job_id].phase == JobPhase.FINISHED
 
 
-def _two_workers_one_finished(finished_rank: int):
-    policy = ScriptedPolicy(default=(1, 2))
+def _running_job(policy: ScriptedPolicy, epochs: float = 10):
+    """A harness with one job of ``epochs`` placed and running on one agent."""
     h = Harness(policy)
     h.register()
-    job = h.submit(epochs=10)
+    job = h.submit(epochs=epochs)
     h.offer(make_offer("a1"))
     h.tick()
     h.run_all(job)
+    return h, job
+
+
+def _two_workers_one_finished(finished_rank: int):
+    h, job = _running_job(ScriptedPolicy(default=(1, 2)))
     by_rank = {t.rank: t for t in job.live_tasks("worker")}
     assert job.cluster.workers[0].task_id == by_rank[0].task_id  # rank 0 saves the checkpoints
     done, other = by_rank[finished_rank], by_rank[1 - finished_rank]
@@ -418,12 +423,7 @@ def test_preempted_job_goes_back_to_pending():
 
 def _pause_after_progress(epochs_reported: float):
     policy = ScriptedPolicy()
-    h = Harness(policy)
-    h.register()
-    job = h.submit(epochs=10)
-    h.offer(make_offer("a1"))
-    h.tick()
-    h.run_all(job)
+    h, job = _running_job(policy)
     w = job.live_tasks("worker")[0]
     msg = ProgressReport(job.job_id, w.task_id, 0, epochs_reported, 100, 100.0, timestamp=h.clock.t)
     h.core.handle(ev.FrameworkMessage(w.executor_id, w.agent_id, encode_b64(msg)))
