@@ -147,6 +147,11 @@ class RecordingScheduler(Scheduler):
             after,
         )
 
+    def all(self, predicate: Callable[[str, Any], bool]) -> list[Any]:
+        """Every recorded payload so far whose (name, payload) satisfies predicate (no waiting)."""
+        with self.cond:
+            return [p for n, p in self.events if predicate(n, p)]
+
     def states(self, task_id: str) -> list[str]:
         with self.cond:
             return [p["state"] for n, p in self.events if n == "update" and p["task_id"]["value"] == task_id]

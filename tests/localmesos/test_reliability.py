@@ -126,14 +126,30 @@ def test_cut_connection_scheduler_resubscribes_by_itself(cluster, make_driver, i
     assert cluster.state()["frameworks"][0]["tasks"][0]["state"] == "TASK_RUNNING"
 
 
+def _first(sched, predicate):
+    """The first recorded event payload satisfying predicate, else None (no waiting)."""
+    found = sched.all(predicate)
+    return found[0] if found else None
+
+
 def test_agent_loss(cluster, make_driver, ids):
     aware, plain = RecordingScheduler(hold_offers=True), RecordingScheduler(hold_offers=True)
+    # one agent's offer for each framework: "aware" subscribes first and keeps its first offer; the
+    # other agent's offer, when it went to "aware" too (which of the two subscriptions the allocator
+    # sees first is a race), is declined for a minute so that it goes to "plain"
     d1 = make_driver(aware, name="aware")
-    d2 = make_driver(plain, name="plain", partition_aware=False)
-    # each framework gets one agent's offer (DRF alternates); launch one task on each
     o1 = aware.wait_for(lambda n, p: n == "offer")
-    o2 = plain.wait_for(lambda n, p: n == "offer")
-    assert o1["agent_id"] != o2["agent_id"]
+    d2 = make_driver(plain, name="plain", partition_aware=False)
+    other = lambda n, p: n == "offer" and p["agent_id"] != o1["agent_id"]  # noqa: E731
+    deadline = time.monotonic() + 20
+    declined: set[str] = set()
+    while not (o2 := _first(plain, other)):
+        for offer in aware.all(other):
+            if offer["id"]["value"] not in declined:
+                declined.add(offer["id"]["value"])
+                d1.declineOffer(offer["id"], {"refuse_seconds": 60})
+        assert time.monotonic() < deadline, "no offer of the second agent reached the second framework"
+        time.sleep(0.05)
     t1, t2 = ids(), ids()
     d1.launchTasks(o1["id"], [dict(executor_task(t1, {"report": True}), agent_id=o1["agent_id"])])
     d2.launchTasks(

@@ -52,8 +52,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -73,7 +71,7 @@ from dl2_mesos.policy.sim.trace import TraceJob
 from dl2_mesos.services.localcluster import LocalCluster
 from dl2_mesos.services.zookeeper import free_port
 from dl2_mesos.speed_model import default_speed_model
-from dl2_rigs.lightexec import executor_command
+from dl2_rigs.lightexec import executor_command, start_hub
 
 pytestmark = pytest.mark.integration
 
@@ -176,13 +174,11 @@ def cluster(tmp_path):
     """A fresh local cluster (two reference nodes: 8 CPUs, 2 GPUs, 48 GiB) and a paced light-executor
     hub (fresh per test: a stopped framework's offers would otherwise shrink the next one's view)."""
     work = tmp_path
-    hub_port = free_port()
     events = work / "pace-events.jsonl"
     rigs = str(Path(__file__).resolve().parents[1] / "support")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (rigs, os.environ.get("PYTHONPATH")) if p)}
-    hub = subprocess.Popen([sys.executable, "-m", "dl2_rigs.lightexec", "--port", str(hub_port),
-                            "--pace", str(SCALE), "--restart-seconds", str(RESTART_SIM / SCALE),
-                            "--interval", "0.1", "--pace-events", str(events)], env=env, start_new_session=True)
+    hub, hub_port = start_hub(["--pace", str(SCALE), "--restart-seconds", str(RESTART_SIM / SCALE),
+                               "--interval", "0.1", "--pace-events", str(events)], env, str(work))
     try:
         with LocalCluster(agents=2, cpus=8, gpus=2, mem="48GiB", allocation_interval=0.1, heartbeat_interval=2.0,
                           executor_shutdown_grace_period=1.0, status_update_retry_interval=1.0,

@@ -405,18 +405,17 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
     from dl2_mesos.config import load_config
     from dl2_mesos.framework import events as ev
     from dl2_mesos.framework.runner import Replica
-    from dl2_rigs.lightexec import executor_command
+    from dl2_rigs.lightexec import executor_command, start_hub
     from dl2_mesos.services.localcluster import LocalCluster
     from dl2_mesos.services.zookeeper import free_port
 
     work = Path(workdir or tempfile.mkdtemp(prefix="dl2-load-"))
-    hub_port = free_port()
     # progress reports at the framework's default interval (the LaunchSpec's progress_interval_s)
     # the rigs are not installed: the hub finds dl2_rigs through PYTHONPATH
     rigs_root = str(Path(__file__).resolve().parents[1])
     hub_env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (rigs_root, os.environ.get("PYTHONPATH")) if p)}
-    hub = subprocess.Popen([sys.executable, "-m", "dl2_rigs.lightexec", "--port", str(hub_port),
-                            "--eps", "0.01"], start_new_session=True, env=hub_env)
+    work.mkdir(parents=True, exist_ok=True)
+    hub, hub_port = start_hub(["--eps", "0.01"], hub_env, str(work))
     cluster = LocalCluster(agents=0, in_subprocess=True, cpus=8, mem="32GiB", work_dir=str(work / "cluster"),
                            executor_registration_timeout=120.0, status_update_retry_interval=5.0)
     decisions: list[float] = []

@@ -9,7 +9,7 @@ job's epochs are reached its tasks end TASK_FINISHED. When an executor has no ta
 closes its socket and the bash process exits, as an executor would.
 
 Run the hub as ``python -m dl2_rigs.lightexec --port P [--eps 0.05]`` (with ``tests/support`` on
-``PYTHONPATH``; :func:`dl2_rigs.faultload.agents_load` does that). With ``--pace SCALE`` the
+``PYTHONPATH``), or with :func:`start_hub`, which lets it bind a free port and returns that. With ``--pace SCALE`` the
 executors train instead as the simulator does, at the speed table's speed of each job's counts,
 time-compressed, with a restart pause at each new generation (:mod:`dl2_rigs.paced`).
 
@@ -27,6 +27,9 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
+import subprocess
+import sys
 import time
 import uuid
 from typing import Any
@@ -280,15 +283,46 @@ class Hub:
         self.executors += 1
         await _Executor(self, *line, writer).run()
 
-    async def serve(self, port: int) -> None:
+    async def serve(self, port: int, port_file: str = "") -> None:
         server = await asyncio.start_server(self.handle, "127.0.0.1", port, backlog=4096)
+        if port_file:  # the port actually bound (``port`` 0: the kernel's pick), written once listening
+            bound = server.sockets[0].getsockname()[1]
+            tmp = f"{port_file}.tmp"
+            with open(tmp, "w") as f:
+                f.write(str(bound))
+            os.replace(tmp, port_file)
         async with server:
             await server.serve_forever()
 
 
+def start_hub(args: list[str], env: dict[str, str], workdir: str, timeout: float = 60.0) -> tuple[subprocess.Popen, int]:
+    """Start a hub process (``args``: its options other than ``--port``) on a port the kernel picks;
+    returns it and its port once it listens.
+
+    The hub binds the port itself rather than being handed one found free beforehand: between
+    "found free" and a late bind (a hub's Python start takes seconds on a loaded machine) another
+    server could take that port, and every bash stand-in would then talk to it, read its reply
+    and exit 0, failing every task with "Executor terminated".
+    """
+    port_file = os.path.join(workdir, f"lightexec-{uuid.uuid4().hex[:8]}.port")
+    hub = subprocess.Popen([sys.executable, "-m", "dl2_rigs.lightexec", "--port", "0", "--port-file", port_file,
+                            *args], env=env, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(port_file):
+        if hub.poll() is not None:
+            raise RuntimeError(f"the light-executor hub exited with {hub.returncode} before listening")
+        if time.monotonic() > deadline:
+            hub.kill()
+            raise RuntimeError(f"the light-executor hub did not listen within {timeout:.0f} s")
+        time.sleep(0.05)
+    with open(port_file) as f:
+        return hub, int(f.read())
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--port", type=int, required=True, help="0: a free port the kernel picks (see --port-file)")
+    p.add_argument("--port-file", default="", help="write the bound port here once listening")
     p.add_argument("--eps", type=float, default=0.05, help="epochs per second each job 'trains'")
     p.add_argument("--interval", type=float, default=0.0,
                    help="seconds between progress reports (0: the LaunchSpec's progress_interval_s; 0.1 paced)")
@@ -299,7 +333,7 @@ def main() -> None:
     p.add_argument("--pace-events", default="", help="paced: append generation starts and finishes here (JSON lines)")
     a = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    asyncio.run(Hub(a.eps, a.interval, a.pace, a.restart_seconds, a.pace_events).serve(a.port))
+    asyncio.run(Hub(a.eps, a.interval, a.pace, a.restart_seconds, a.pace_events).serve(a.port, a.port_file))
 
 
 if __name__ == "__main__":
