@@ -140,7 +140,10 @@ def test_agent_loss(cluster, make_driver, ids):
     d1 = make_driver(aware, name="aware")
     o1 = aware.wait_for(lambda n, p: n == "offer")
     d2 = make_driver(plain, name="plain", partition_aware=False)
-    other = lambda n, p: n == "offer" and p["agent_id"] != o1["agent_id"]  # noqa: E731
+
+    def other(name, payload):  # an offer of the agent o1 is not of
+        return name == "offer" and payload["agent_id"] != o1["agent_id"]
+
     deadline = time.monotonic() + 20
     declined: set[str] = set()
     while not (o2 := _first(plain, other)):
