@@ -3,14 +3,15 @@
     .venv/bin/python bench/online_drift.py                   # 30 jobs, 8 agents, 2 s slots (about 10 min)
     .venv/bin/python bench/online_drift.py --jobs 20 --agents 6
 
-Three live runs of the same workload (:mod:`dl2_rigs.online_drift`: light executors whose jobs
+Four live runs of the same workload (:mod:`dl2_rigs.online_drift`: light executors whose jobs
 train at the speed table's pace, one 2 s live slot = one 1200 s simulated slot; the first half
 of the jobs as the model was trained on, the second half drifted: other types, three times as
-long, arriving faster): DL2 frozen, DL2 with online updates, and DL2 with online updates where
-one update is replaced by a corrupted one (every job grown or paused every slot) that the rollback
-must catch.
-Prints the average JCT of the drifted half (and of all jobs) for frozen vs online, the model
-versions created, and the rollbacks with their reasons.
+long, arriving faster): DL2 frozen, DL2 with online updates by reinforcement (the paper's),
+DL2 with online updates imitating a teacher on the live states (``--teacher``, online DAgger),
+and DL2 with online updates by reinforcement where one update is replaced by a corrupted one
+(every job grown or paused every slot) that the rollback must catch.
+Prints the average JCT of the drifted half (and of all jobs) for frozen vs each online mode, the
+model versions created, and the rollbacks with their reasons.
 """
 
 from __future__ import annotations
@@ -44,31 +45,39 @@ def _fmt(v: float | None, unit: str = "s") -> str:
 @click.option("--seed", default=101, show_default=True)
 @click.option("--timeout", default=240.0, show_default=True, help="Seconds per run.")
 @click.option("--skip-rollback", is_flag=True, help="Only the frozen/online comparison.")
+@click.option("--teacher", default="srpt-elastic-a1", show_default=True,
+              help="A third run whose online updates imitate this teacher on the live states (online DAgger); "
+                   "'' skips it.")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False))
 def main(jobs: int, agents: int, slot_seconds: float, window: int, inject_window: int, seed: int, timeout: float,
-         skip_rollback: bool, json_path: str | None) -> None:
+         skip_rollback: bool, teacher: str, json_path: str | None) -> None:
     logging.basicConfig(level=logging.WARNING)
     workload = drift_workload(jobs, slot_seconds, seed=seed)
     late = sum(d.late for d in workload)
     click.echo(f"workload: {len(workload)} jobs, the last {late} drifted (from {min(d.at for d in workload if d.late):.0f}s),"
                f" {agents} agents, {slot_seconds:g}s slots, window {window}")
     runs = {}
-    for name, online in (("frozen", False), ("online", True)):
+    arms = [("frozen", False, None), ("online", True, "none")] + ([("imitate", True, teacher)] if teacher else [])
+    for name, online, arm_teacher in arms:
         r = run_drift(workload, online=online, agents=agents, slot_seconds=slot_seconds, window=window,
-                      timeout=timeout, echo=click.echo)
+                      timeout=timeout, echo=click.echo, online_teacher=arm_teacher)
         runs[name] = r
         click.echo(f"{name:>7}: avg JCT drifted half {_fmt(r.avg_jct(late=True))} ({r.finished(True)}/{late} finished),"
                    f" first half {_fmt(r.avg_jct(late=False))}, all {_fmt(r.avg_jct())}; {r.slots} slots,"
                    f" {r.versions} model versions, {len(r.rollbacks)} rollbacks, wall {r.wall_seconds:.0f}s")
         for rb in r.rollbacks:
             click.echo(f"         rollback {rb['from']} -> {rb['to']}: {rb['reason']}")
-    fz, on = runs["frozen"].avg_jct(late=True), runs["online"].avg_jct(late=True)
-    if fz and on:
-        click.echo(f"drifted half: online / frozen avg JCT = {on / fz:.3f}")
+    fz = runs["frozen"].avg_jct(late=True)
+    for name in ("online", "imitate"):
+        on = runs[name].avg_jct(late=True) if name in runs else None
+        if fz and on:
+            how = "reinforcement" if name == "online" else f"imitating {teacher}"
+            click.echo(f"drifted half: {name} ({how}) / frozen avg JCT = {on / fz:.3f}")
     if not skip_rollback:
         at = injection_slot(inject_window)
         r = run_drift(workload, online=True, agents=agents, slot_seconds=slot_seconds, window=inject_window,
-                      inject_after_slot=at, stop_after_rollback=True, timeout=timeout, echo=click.echo)
+                      inject_after_slot=at, stop_after_rollback=True, timeout=timeout, echo=click.echo,
+                      online_teacher="none")  # imitation repairs a corrupted model by itself (README)
         runs["injected"] = r
         if r.injected_version is None:
             # a window so long that the workload ends first tests nothing: say so, never "not caught"

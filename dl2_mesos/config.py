@@ -93,6 +93,10 @@ class Config:
     online_window: int = 10  # slots per reward window (rollback check)
     rollback_margin: float = 0.2  # roll back when window reward < (1 - margin) * baseline
     model_keep: int = 5  # model versions kept in the state store
+    # online updates imitate this teacher on the live states (online DAgger; measured to help
+    # on a drifted workload where reinforcement did not reliably); "none" learns by
+    # reinforcement from the slots' rewards instead (the paper's online phase)
+    online_teacher: str = "srpt-elastic-a1"
     # --- HTTP API ----------------------------------------------------------------------------
     api: str = "0.0.0.0:8080"  # listen host:port
     advertise_url: str = ""  # URL other replicas redirect to ("" = http://<hostname>:<port>)
@@ -242,6 +246,12 @@ def _validate(cfg: Config) -> None:
         raise ConfigError("executor_command: must not be empty")
     if cfg.online_window < 1:
         raise ConfigError("online_window: must be >= 1")
+    if cfg.online_teacher:
+        from dl2_mesos.policy.registry import teacher_names
+
+        if cfg.online_teacher not in teacher_names():
+            raise ConfigError(f"online_teacher: unknown teacher {cfg.online_teacher!r}; known: "
+                              f"{', '.join(teacher_names())}, or none (reinforcement)")
     if not 0 <= cfg.rollback_margin < 1:
         raise ConfigError(f"rollback_margin: must be in [0, 1), got {cfg.rollback_margin}")
     if cfg.master_calls < 1:
@@ -371,6 +381,8 @@ def load_config(
         values[k] = _coerce(k, v, f"flag --{k.replace('_', '-')}")
     if values.get("api_token_file"):
         values["api_token"] = _read_secret_file(values["api_token_file"], "api_token_file")
+    if str(values.get("online_teacher", "x")).strip().lower() in ("", "none"):
+        values["online_teacher"] = ""  # reinforcement
     cfg = dataclasses.replace(Config(), **values)
     _validate(cfg)
     return cfg

@@ -105,11 +105,14 @@ class OnlineLearning:
         margin: relative drop of the reward (against its yardstick) below the reference window's
             that, when also beyond noise, triggers a rollback (see the module docstring).
         keep: model versions kept in the store.
+        teacher: the teacher the adapter imitates online ("": it learns by reinforcement); shown.
     """
 
     def __init__(self, store: StateStore, adapter: OnlineModel | None, policy_name: str, *,
-                 enabled: bool = True, window: int = 10, margin: float = 0.2, keep: int = 5) -> None:
+                 enabled: bool = True, window: int = 10, margin: float = 0.2, keep: int = 5,
+                 teacher: str = "") -> None:
         self.store = store
+        self.teacher = teacher
         self.adapter = adapter
         self.policy_name = policy_name
         self.enabled = enabled and adapter is not None
@@ -289,6 +292,7 @@ class OnlineLearning:
         return {
             "name": self.policy_name,
             "online_learning": self.enabled,
+            "online_teacher": self.teacher or None,
             "learnable": self.adapter is not None,
             "model_version": self.info.get("current"),
             "history": list(self.info.get("history", [])),

@@ -46,6 +46,9 @@ logger = logging.getLogger(__name__)
               help="Allow a non-loopback ZooKeeper without --zk-digest (world-writable znodes).")
 @click.option("--online-learning/--no-online-learning", default=None,
               help="Update the DL2 model online from observed rewards (default on).")
+@click.option("--online-teacher", default=None,
+              help="Online updates imitate this teacher on the live states (online DAgger); "
+                   "'none': learn by reinforcement from the rewards (the paper's).")
 @click.option("--offer-wait", default=None, help="At a slot boundary, wait at most this long for offers.")
 @click.option("--launch-timeout", default=None,
               help="A planned launch waits at most this long for its offers.")

@@ -27,6 +27,11 @@ _POLICIES: dict[str, str] = {
 _ONLINE_MODELS: dict[str, str] = {
     "dl2": "dl2_mesos.policy.dl2.online_model:DL2OnlineModel",
 }
+# name -> "module:class" of the teachers DL2 imitates (in training and online) besides the policies
+_TEACHERS: dict[str, str] = {
+    "srpt-elastic": "dl2_mesos.policy.dl2.teacher:ElasticSRPTTeacher",
+    "srpt-elastic-a1": "dl2_mesos.policy.dl2.teacher:ElasticSRPTTeacherA1",
+}
 BASELINES = ("drf", "tetris", "optimus", "fifo", "srtf", "srtf-gain", "tiresias")
 # baselines that run in a process and environment of their own (seconds per slot, not milliseconds)
 EXTERNAL_BASELINES = ("pollux",)
@@ -51,13 +56,35 @@ def make_policy(name: str, **kwargs) -> Policy:
     return getattr(module, cls_name)(**kwargs)
 
 
-def make_online_model(name: str, policy: Policy) -> OnlineModel | None:
-    """The learnable model of ``policy`` (built by ``make_policy(name)``), or None if it does not learn."""
+def teacher_names() -> tuple[str, ...]:
+    """Every name :func:`make_teacher` knows: the teachers and every policy but ``dl2``."""
+    return tuple(_TEACHERS) + tuple(n for n in _POLICIES if n != "dl2")
+
+
+def make_teacher(name: str) -> Policy:
+    """A teacher by name: ``srpt-elastic``, ``srpt-elastic-a1`` or a policy (``drf``, ``optimus``...).
+
+    Raises:
+        UnknownPolicy: ``name`` is neither.
+    """
+    if name in _TEACHERS:
+        module_name, cls_name = _TEACHERS[name].split(":")
+        return getattr(importlib.import_module(module_name), cls_name)()
+    return make_policy(name)
+
+
+def make_online_model(name: str, policy: Policy, teacher: str | None = None) -> OnlineModel | None:
+    """The learnable model of ``policy`` (built by ``make_policy(name)``), or None if it does not learn.
+
+    ``teacher``: learn online by imitating this teacher or policy (by name) on the live states
+    instead of by reinforcement (raises UnknownPolicy for an unknown name).
+    """
     key = name.strip().lower() if isinstance(name, str) else name
     if key not in _ONLINE_MODELS:
         return None
     module_name, cls_name = _ONLINE_MODELS[key].split(":")
-    return getattr(importlib.import_module(module_name), cls_name)(policy)
+    cls = getattr(importlib.import_module(module_name), cls_name)
+    return cls(policy, teacher=teacher) if teacher else cls(policy)
 
 
 def make_policy_with_learner(name: str, **kwargs) -> tuple[Policy, OnlineModel | None]:

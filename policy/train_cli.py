@@ -86,12 +86,11 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
     from dl2_mesos.policy.dl2.model_config import DL2Config
     from dl2_mesos.policy.dl2.supervised import SLConfig
     from dl2_mesos.policy.dl2.trainer import run_sl
-    from dl2_mesos.policy.registry import policy_names
     from dl2_mesos.policy.dl2.rollout import preset_config as get_preset
 
-    from dl2_mesos.policy.dl2.teacher import TEACHERS
+    from dl2_mesos.policy.registry import teacher_names
 
-    known = [n for n in policy_names() if n != "dl2"] + list(TEACHERS)
+    known = teacher_names()
     if teacher not in known:
         raise click.BadParameter(f"unknown teacher {teacher!r}; known: {', '.join(known)}", param_hint="--teacher")
     try:

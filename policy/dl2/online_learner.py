@@ -129,15 +129,21 @@ class _Pending:
     version: int
     steps: list
     before: dict[str, tuple[float, float]]  # job -> (epochs done, total epochs)
+    state: ClusterState | None = None  # kept only for online imitation
 
 
 class ExperienceRecorder:
-    """Captures DL2's inferences per slot and pairs them with the reward observed afterwards."""
+    """Captures DL2's inferences per slot and pairs them with the reward observed afterwards.
 
-    def __init__(self, window: int | None = None) -> None:
+    With ``keep_states`` the slot-start state of each completed slot is kept too
+    (:meth:`drain_states`: what online imitation labels with its teacher's decisions)."""
+
+    def __init__(self, window: int | None = None, keep_states: bool = False) -> None:
         self.window = window
+        self.keep_states = keep_states
         self._pending: _Pending | None = None
         self.completed: list[SlotExperience] = []
+        self.states: list[ClusterState] = []
         self.per_job = 3
 
     def record_decision(self, state: ClusterState, steps: Sequence[Any], allocation: Allocation, version: int,
@@ -149,7 +155,7 @@ class ExperienceRecorder:
         if self._pending is not None:
             logger.warning("slot %d was never completed with a reward; dropping its experience", self._pending.slot)
         before = {j.job_id: (j.epochs_done, j.spec.epochs) for j in state.jobs}
-        self._pending = _Pending(state.slot, version, list(steps), before)
+        self._pending = _Pending(state.slot, version, list(steps), before, state if self.keep_states else None)
 
     @property
     def pending(self) -> bool:
@@ -197,11 +203,22 @@ class ExperienceRecorder:
         )
         self._pending = None
         self.completed.append(exp)
+        if p.state is not None:
+            self.states.append(p.state)
         return exp
+
+    def drop_pending(self) -> None:
+        """Forget the pending slot without an experience (a slot that says nothing of the policy)."""
+        self._pending = None
 
     def drain(self) -> list[SlotExperience]:
         """Take the completed experiences (the recorder keeps none afterwards)."""
         out, self.completed = self.completed, []
+        return out
+
+    def drain_states(self) -> list[ClusterState]:
+        """Take the completed slots' start states (``keep_states``; none kept afterwards)."""
+        out, self.states = self.states, []
         return out
 
 
@@ -271,7 +288,12 @@ class OnlineTrainer:
 
     def save(self, path: str | Path, meta: Mapping[str, Any] | None = None) -> Path:
         """Write the updated model (with its version) to ``path``."""
-        try:
-            return save_checkpoint(path, self.net, version=self.version, meta=dict(meta or {}, online=True))
-        except OSError as exc:
-            raise CheckpointError(f"cannot write model to {path}: {exc}") from exc
+        return save_online_model(self.net, self.version, path, meta)
+
+
+def save_online_model(net: ActorCritic, version: int, path: str | Path, meta: Mapping[str, Any] | None = None) -> Path:
+    """Write an online-updated model with its version (CheckpointError when it cannot be written)."""
+    try:
+        return save_checkpoint(path, net, version=version, meta=dict(meta or {}, online=True))
+    except OSError as exc:
+        raise CheckpointError(f"cannot write model to {path}: {exc}") from exc

@@ -12,19 +12,32 @@ import tempfile
 
 from dl2_mesos.policy.dl2.checkpoint import load_checkpoint
 from dl2_mesos.policy.dl2.dl2_policy import DL2Policy
+from dl2_mesos.policy.dl2.online_imitation import ImitationTrainer
 from dl2_mesos.policy.dl2.online_learner import ExperienceRecorder, OnlineTrainer
+from dl2_mesos.policy.registry import make_teacher
 
 
 class DL2OnlineModel:
     """:class:`~dl2_mesos.policy_api.OnlineModel` over a ``DL2Policy``, its
-    ``ExperienceRecorder`` and an ``OnlineTrainer``."""
+    ``ExperienceRecorder`` and an ``OnlineTrainer`` (the paper's online RL), or, with
+    ``teacher`` (a teacher or policy name, e.g. ``srpt-elastic-a1``), an ``ImitationTrainer``
+    (online DAgger: :mod:`~dl2_mesos.policy.dl2.online_imitation`).
 
-    def __init__(self, policy: DL2Policy) -> None:
+    Raises:
+        UnknownPolicy: ``teacher`` names no teacher or policy.
+    """
+
+    def __init__(self, policy: DL2Policy, teacher: str | None = None) -> None:
         self.policy = policy
         if policy.recorder is None:
             policy.recorder = ExperienceRecorder()
         self.recorder = policy.recorder
-        self.trainer = OnlineTrainer(policy.net, version=policy.version)
+        self.trainer: OnlineTrainer | ImitationTrainer
+        if teacher:
+            self.recorder.keep_states = True
+            self.trainer = ImitationTrainer(policy.net, make_teacher(teacher), version=policy.version)
+        else:
+            self.trainer = OnlineTrainer(policy.net, version=policy.version)
 
     def complete_slot(self, reward: float) -> bool:
         return self.recorder.complete_slot(reward=reward) is not None
@@ -32,9 +45,7 @@ class DL2OnlineModel:
     def skip_slot(self) -> None:
         """Drop the pending experience of a slot without reward (no job was active: nothing
         was decided, and the recorder would otherwise warn about it at the next decision)."""
-        if self.recorder.pending:
-            self.recorder.complete_slot(reward=0.0)
-            self.recorder.completed.pop()
+        self.recorder.drop_pending()
 
     def set_version(self, version: int) -> None:
         """Label the model (and the experience recorded from now on) with its store version."""
@@ -53,7 +64,10 @@ class DL2OnlineModel:
             return False
         self.policy.net.train()
         try:
-            stats = self.trainer.update(exps)
+            if isinstance(self.trainer, ImitationTrainer):
+                stats = self.trainer.update(self.recorder.drain_states())
+            else:
+                stats = self.trainer.update(exps)
         finally:
             self.policy.net.eval()
         self.policy.version = self.trainer.version

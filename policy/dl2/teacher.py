@@ -103,16 +103,3 @@ class ElasticSRPTTeacherA1(ElasticSRPTTeacher):
 
     def __init__(self, headroom: float = 0.0, speed_model=None) -> None:
         super().__init__(alpha=1.0, headroom=headroom, speed_model=speed_model)
-
-
-#: teachers known by name besides the registry's policies
-TEACHERS = {"srpt-elastic": ElasticSRPTTeacher, "srpt-elastic-a1": ElasticSRPTTeacherA1}
-
-
-def make_teacher(name: str):
-    """A teacher by name: ``srpt-elastic``, ``srpt-elastic-a1`` or any registry policy (``drf``, ``optimus``...)."""
-    if name in TEACHERS:
-        return TEACHERS[name]()
-    from dl2_mesos.policy.registry import make_policy
-
-    return make_policy(name)

@@ -343,7 +343,7 @@ def run_sl(
     it reaches there is labelled (:func:`~dl2_mesos.policy.dl2.supervised.student_steps`);
     otherwise the teacher labels its own path through the slots the student starts.
     """
-    from dl2_mesos.policy.dl2.teacher import make_teacher as make_policy
+    from dl2_mesos.policy.registry import make_teacher as make_policy
 
     sl_cfg = sl_cfg or SLConfig()
     torch.manual_seed(sl_cfg.seed)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dl2_mesos.allocation import validate_allocation
-from dl2_mesos.policy.dl2.teacher import ElasticSRPTTeacher, make_teacher
+from dl2_mesos.policy.dl2.teacher import ElasticSRPTTeacher
+from dl2_mesos.policy.registry import make_teacher
 from dl2_mesos.policy.registry import UnknownPolicy
 from dl2_mesos.policy.sim.settings import preset
 from dl2_mesos.policy.sim.simulator import run

@@ -305,8 +305,12 @@ def injection_slot(window: int) -> int:
 
 def run_drift(workload: list[DriftJob], *, online: bool, agents: int = 13, slot_seconds: float = 2.0,
               window: int = 10, inject_after_slot: int | None = None, stop_after_rollback: bool = False,
-              timeout: float = 600.0, workdir: str | None = None, echo: Any = None, policy: str = "dl2") -> DriftRun:
+              timeout: float = 600.0, workdir: str | None = None, echo: Any = None, policy: str = "dl2",
+              online_teacher: str | None = None) -> DriftRun:
     """Run ``workload`` live under DL2 (online updates on or off) and measure it.
+
+    ``online_teacher``: the framework's ``online_teacher`` setting (None: its default, online
+    imitation of ``srpt-elastic-a1``; "none": reinforcement from the rewards).
 
     ``inject_after_slot``: at the first window boundary after that slot, the online update is
     replaced by :func:`corrupt` (a regression rollback must catch); ``stop_after_rollback``
@@ -340,6 +344,7 @@ def run_drift(workload: list[DriftJob], *, online: bool, agents: int = 13, slot_
                 "slot": f"{slot_seconds:g}s", "offer_wait": f"{slot_seconds / 4:g}s", "api": f"127.0.0.1:{api_port}",
                 "launch_timeout": "30s", "executor_command": executor_command(hub_port),
                 "checkpoint_root": f"file://{work}/ckpt", "online_learning": online, "online_window": window,
+                **({} if online_teacher is None else {"online_teacher": online_teacher}),
                 "progress_interval": min(0.25, slot_seconds / 8),
             })
             replica = Replica(cfg)
