@@ -39,6 +39,7 @@ from dl2_mesos.slot_accounting import job_reward
 logger = logging.getLogger(__name__)
 
 EXPERIENCE_FORMAT = 1
+MAX_UNDRAINED_SLOTS = 200  # completed slots a recorder keeps until drained (the newest)
 
 
 @dataclass(frozen=True)
@@ -205,6 +206,8 @@ class ExperienceRecorder:
         self.completed.append(exp)
         if p.state is not None:
             self.states.append(p.state)
+        # nobody drains a frozen model's recorder (online learning off): keep the newest only
+        del self.completed[:-MAX_UNDRAINED_SLOTS], self.states[:-MAX_UNDRAINED_SLOTS]
         return exp
 
     def drop_pending(self) -> None:

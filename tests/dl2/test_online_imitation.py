@@ -137,3 +137,16 @@ def test_online_imitation_lowers_the_drifted_jobs_avg_jct_in_the_simulator():
             late[teacher] = float(np.mean(jcts))
         ratios.append(late[TEACHER] / late[None])
     assert float(np.mean(ratios)) < 0.96, ratios
+
+
+def test_an_undrained_recorder_keeps_only_the_newest_slots():
+    """With online learning off nothing drains the recorder: it must not grow without bound."""
+    from dl2_mesos.policy.dl2.online_learner import MAX_UNDRAINED_SLOTS, ExperienceRecorder
+
+    state = _states(_drifted(30, 101), slots=1)[0]
+    policy = DL2Policy(recorder=ExperienceRecorder(keep_states=True))
+    for i in range(MAX_UNDRAINED_SLOTS + 5):
+        policy.decide(dataclasses.replace(state, slot=i))
+        policy.recorder.complete_slot(reward=float(i))
+    assert len(policy.recorder.completed) == len(policy.recorder.states) == MAX_UNDRAINED_SLOTS
+    assert policy.recorder.completed[0].reward == 5.0 and policy.recorder.states[-1].slot == MAX_UNDRAINED_SLOTS + 4
