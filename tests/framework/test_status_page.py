@@ -58,7 +58,8 @@ def _view(history: History, jobs: dict | None = None, policy: dict | None = None
                     "policy": "dl2", "agents": [{"agent_id": "a1", "hostname": "h1", "offered": {"cpus": 4, "gpus": 1, "mem": 8192},
                                                  "used_by_dl2": {"cpus": 4, "gpus": 1, "mem": 4096}, "tasks": ["t1"]}],
                     "jobs_by_phase": {"running": len(jobs or {})}},
-        "policy": policy or {"name": "dl2", "online_learning": True, "learnable": True, "model_version": 7,
+        "policy": policy or {"name": "dl2", "online_learning": True, "online_teacher": "srpt-elastic-a1",
+                             "learnable": True, "model_version": 7,
                              "history": [5, 6, 7], "baseline_reward": 0.05, "recent_rewards": [0.04, 0.06, 0.05],
                              "rollbacks": []},
         "history": history.snapshot(),
@@ -142,6 +143,7 @@ def test_page_shows_every_section_with_content():
     assert p.tags.count("svg") >= 6  # PS/workers, 3 utilisation charts, rewards, latency, phase bars
     assert "running" in text and "4.00 / 10" in text
     assert "model version" in text and "7" in text and "online learning on" in " ".join(text.split())
+    assert "imitating srpt-elastic-a1" in " ".join(text.split())
     assert "j1 1 PS / 1 w → 1 PS / 2 w" in " ".join(text.split())  # the decision of slot 2
     assert "12.3" in text  # policy latency in ms
     assert "5 of 16 cpus" in text and "31% allocated" in text  # 1 PS + 2 workers at the last decision
