@@ -19,10 +19,9 @@ from dl2_mesos.policy.dl2.online_imitation import ImitationTrainer
 from dl2_mesos.policy.dl2.online_learner import OnlineTrainer
 from dl2_mesos.policy.dl2.online_model import DL2OnlineModel
 from dl2_mesos.policy.registry import make_online_model, make_policy, make_teacher
-from dl2_mesos.policy.sim.settings import SimConfig, TraceConfig
+from dl2_mesos.policy.sim.settings import SimConfig
 from dl2_mesos.policy.sim.simulator import Simulator
-from dl2_mesos.policy.sim.trace import TraceJob, generate_trace, sort_trace
-from dl2_rigs.online_drift import DRIFT
+from dl2_rigs.online_drift import drift_trace
 
 TEACHER = "srpt-elastic-a1"
 
@@ -41,17 +40,8 @@ def _states(trace, slots: int, agents: int = 8):
 
 
 def _drifted(jobs: int, seed: int):
-    """The live drift bench's workload in simulated time: the first half as the generator draws it,
-    the second half of four types only, three times as long, arriving 1.5 times as fast."""
-    half = jobs // 2
-    base = generate_trace(TraceConfig(num_jobs=half, arrival="google", max_arrivals_per_slot=3, max_epochs=3000), seed)
-    late = generate_trace(TraceConfig(num_jobs=jobs - half, arrival="google", max_arrivals_per_slot=3, max_epochs=3000,
-                                      job_types=DRIFT["job_types"], arrival_scale=DRIFT["rate_factor"]), seed + 1)
-    start = base[-1].arrival_time + 1200.0
-    return sort_trace(list(base) + [
-        TraceJob("late-" + j.job_id, start + j.arrival_time / DRIFT["rate_factor"],
-                 dataclasses.replace(j.spec, epochs=round(j.spec.epochs * DRIFT["epochs_factor"], 1)))
-        for j in late])
+    """The live drift bench's workload in simulated time (the drifted half's job ids ``late-...``)."""
+    return drift_trace(jobs, seed)
 
 
 def _agreement(trainer: ImitationTrainer, labels) -> float:

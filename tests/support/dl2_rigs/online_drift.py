@@ -56,25 +56,37 @@ DRIFT = {"job_types": ("seq2seq", "inception-bn", "resnet-50", "cnn-text-classif
          "epochs_factor": 3.0, "rate_factor": 1.5}
 
 
-def drift_workload(jobs: int, slot_seconds: float, seed: int = 101, max_arrivals_per_slot: int = 3,
-                   max_epochs: float = 3000.0) -> list[DriftJob]:
-    """``jobs`` submissions: the first half as the trace generator draws them (all types, the
-    Google arrival pattern; ``max_epochs`` 3000 as the ``tiny`` preset, so that a live run takes
-    minutes), the second half drifted (:data:`DRIFT`), continuing the arrival process faster."""
+def drift_trace(jobs: int, seed: int = 101, max_arrivals_per_slot: int = 3, max_epochs: float = 3000.0) -> Any:
+    """The drift workload as a simulator trace (simulated seconds): ``jobs`` jobs, the first half
+    as the trace generator draws them (all types, the Google arrival pattern; ``max_epochs`` 3000
+    as the ``tiny`` preset, so that a live run takes minutes), the second half drifted
+    (:data:`DRIFT`; job ids ``late-...``), continuing the arrival process faster one slot later."""
+    import dataclasses as dc
+
     from dl2_mesos.policy.sim.settings import TraceConfig
-    from dl2_mesos.policy.sim.trace import generate_trace
+    from dl2_mesos.policy.sim.trace import TraceJob, generate_trace, sort_trace
 
     half = jobs // 2
-    scale = slot_seconds / SIM_SLOT_SECONDS
     base = generate_trace(TraceConfig(num_jobs=half, arrival="google", max_arrivals_per_slot=max_arrivals_per_slot,
                                       max_epochs=max_epochs), seed)
-    out = [DriftJob(round(j.arrival_time * scale, 3), j.spec.job_type, float(j.spec.epochs), False) for j in base]
     drifted = generate_trace(TraceConfig(num_jobs=jobs - half, arrival="google",
                                          max_arrivals_per_slot=max_arrivals_per_slot, max_epochs=max_epochs,
                                          job_types=DRIFT["job_types"], arrival_scale=DRIFT["rate_factor"]), seed + 1)
-    start = (out[-1].at if out else 0.0) + slot_seconds
-    out += [DriftJob(round(start + j.arrival_time * scale / DRIFT["rate_factor"], 3), j.spec.job_type,
-                     round(float(j.spec.epochs) * DRIFT["epochs_factor"], 1), True) for j in drifted]
+    start = (base[-1].arrival_time if base else 0.0) + SIM_SLOT_SECONDS
+    return sort_trace(list(base) + [
+        TraceJob("late-" + j.job_id, start + j.arrival_time / DRIFT["rate_factor"],
+                 dc.replace(j.spec, epochs=round(float(j.spec.epochs) * DRIFT["epochs_factor"], 1)))
+        for j in drifted])
+
+
+def drift_workload(jobs: int, slot_seconds: float, seed: int = 101, max_arrivals_per_slot: int = 3,
+                   max_epochs: float = 3000.0) -> list[DriftJob]:
+    """:func:`drift_trace` as live submissions: arrivals compressed to ``slot_seconds`` per
+    simulated slot."""
+    scale = slot_seconds / SIM_SLOT_SECONDS
+    trace = drift_trace(jobs, seed, max_arrivals_per_slot, max_epochs)
+    out = [DriftJob(round(j.arrival_time * scale, 3), j.spec.job_type, float(j.spec.epochs),
+                    j.job_id.startswith("late-")) for j in trace]
     return sorted(out, key=lambda d: d.at)
 
 
