@@ -20,6 +20,7 @@ from .executor_process import sandbox_path
 from .protocol import ExecutorCall, is_terminal, new_uuid_b64, now
 from .recordio import EventStream
 from .resources import ResourceBag
+from .spawner import ExecutorSpawner
 from .state import Task
 from .updates import StatusUpdateManager
 
@@ -32,8 +33,10 @@ logger = logging.getLogger(__name__)
 class Agent(ExecutorLifecycleMixin):
     """One agent. ``master`` is the master instance it is registered with (swapped on restarts)."""
 
-    def __init__(self, index: int, config: AgentConfig, work_dir: Path) -> None:
+    def __init__(self, index: int, config: AgentConfig, work_dir: Path,
+                 spawner: ExecutorSpawner | None = None) -> None:
         self.index = index
+        self.spawner = spawner  # starts executors from a helper process; None: from this process
         self.config = config
         self.work_dir = work_dir
         self.host = "127.0.0.1"

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .agent_records import AgentConfig, AgentFramework, AgentTask, Executor
 from .executor_process import ExecutorProcess, executor_environment
 from .protocol import is_terminal
+from .spawner import ExecutorSpawner
 from .updates import StatusUpdateManager
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ class ExecutorLifecycleMixin:
     agent_id: str | None
     removed: bool
     _tasks: set[asyncio.Task]
+    spawner: ExecutorSpawner | None
     # provided by Agent
     host: str
     port: int
@@ -65,7 +67,7 @@ class ExecutorLifecycleMixin:
         )
         user = (command.get("user") or fw.info.get("user") or "") if self.config.switch_user else ""
         try:
-            ex.process = await ExecutorProcess.spawn(command, env, ex.directory, user=user)
+            ex.process = await ExecutorProcess.spawn(command, env, ex.directory, user=user, spawner=self.spawner)
         except OSError as exc:
             logger.warning("agent %s: could not start executor %s: %s", self.agent_id, ex.executor_id, exc)
             self._executor_gone(ex, None, f"Failed to launch container: {exc}")

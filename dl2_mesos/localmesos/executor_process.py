@@ -32,7 +32,9 @@ import pwd
 import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+
+from .spawner import ExecutorSpawner, SpawnRequest
 
 logger = logging.getLogger(__name__)
 
@@ -149,10 +151,21 @@ def hand_over(directory: Path, account: pwd.struct_passwd) -> None:
             os.chown(name, account.pw_uid, account.pw_gid)
 
 
+class _Child(Protocol):
+    """What a started process offers: an asyncio subprocess, or a child of the spawner helper."""
+
+    pid: int
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    async def wait(self) -> int: ...
+
+
 class ExecutorProcess:
     """A running executor (or command task) process group."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, directory: Path) -> None:
+    def __init__(self, proc: _Child, directory: Path) -> None:
         self.proc = proc
         self.pid = proc.pid
         self.directory = directory
@@ -160,9 +173,11 @@ class ExecutorProcess:
 
     @classmethod
     async def spawn(
-        cls, command: Mapping[str, Any], env: Mapping[str, str], directory: Path, user: str = ""
+        cls, command: Mapping[str, Any], env: Mapping[str, str], directory: Path, user: str = "",
+        spawner: ExecutorSpawner | None = None,
     ) -> ExecutorProcess:
-        """Start ``command`` in ``directory``; as ``user`` when given (see :func:`resolve_user`)."""
+        """Start ``command`` in ``directory``; as ``user`` when given (see :func:`resolve_user`);
+        through ``spawner``'s helper process when given, else from this process."""
         account = resolve_user(user) if user else None
         directory.mkdir(parents=True, exist_ok=True)
         executable, argv = command_argv(command)
@@ -171,9 +186,20 @@ class ExecutorProcess:
         if account is not None:
             ids = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
             env.update({"USER": account.pw_name, "LOGNAME": account.pw_name})
+        for name in ("stdout", "stderr"):
+            (directory / name).touch()
+        if account is not None:
+            hand_over(directory, account)
+        if spawner is not None:
+            child = await spawner.spawn(SpawnRequest(
+                argv=tuple(argv), executable=executable, env=env, cwd=str(directory),
+                stdout=str(directory / "stdout"), stderr=str(directory / "stderr"),
+                uid=ids.get("user"), gid=ids.get("group"),
+            ))
+            logger.info("started %s (pid %d) in %s%s", argv, child.pid, directory,
+                        f" as {account.pw_name}" if account is not None else "")
+            return cls(child, directory)
         with open(directory / "stdout", "ab") as out, open(directory / "stderr", "ab") as err:
-            if account is not None:
-                hand_over(directory, account)
             proc = await asyncio.create_subprocess_exec(
                 *argv,
                 executable=executable,

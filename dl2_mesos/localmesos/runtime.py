@@ -21,6 +21,7 @@ from .agent_records import AgentConfig
 from .http_app import HttpServer, agent_app, master_app
 from .master import Master, MasterConfig
 from .resources import parse_size_mib
+from .spawner import ExecutorSpawner
 from .zk import ZooKeeperRegistration
 
 logger = logging.getLogger(__name__)
@@ -85,6 +86,8 @@ class LocalMesos:
         self.zk = ZooKeeperRegistration(config.zk) if config.zk else None
         self.port = config.port
         self._agent_index = 0
+        # Executors start from a helper process, off this process's event loop (see spawner.py).
+        self.spawner = ExecutorSpawner()
 
     # ---- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -125,6 +128,7 @@ class LocalMesos:
         self.agent_servers.clear()
         if self.master_server is not None:
             await self.master_server.stop()
+        await self.spawner.close()
         self.master = None
         if self._own_work_dir and not os.environ.get("DL2_LOCALMESOS_KEEP_SANDBOXES"):
             shutil.rmtree(self.work_dir, ignore_errors=True)
@@ -153,7 +157,7 @@ class LocalMesos:
     async def add_agent(self, config: AgentConfig) -> str:
         """Start an agent (its own HTTP port) and register it with the master; returns its id."""
         assert self.master is not None, "master not running"
-        agent = Agent(self._agent_index, config, self.work_dir)
+        agent = Agent(self._agent_index, config, self.work_dir, spawner=self.spawner)
         self._agent_index += 1
         server = HttpServer(agent_app(agent), self.config.host, 0)
         agent.host, agent.port = self.config.host, server.port

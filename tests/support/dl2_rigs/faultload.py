@@ -280,7 +280,8 @@ class AgentsLoadResult:
     redeliveries: int = 0  # updates the agent sent again because their acknowledgement was late
     #: CPU seconds from the first submission to the end, by process: "framework" (this process:
     #: the framework and the bench's own clients), "master and agents" (the local cluster),
-    #: "executors" (the bash stand-ins alive at the end), "hub" (the light executors' hub)
+    #: "executor spawner" (its helper that starts executors), "executors" (the bash stand-ins
+    #: alive at the end), "hub" (the light executors' hub)
     cpu_seconds: dict[str, float] = field(default_factory=dict)
     wall_seconds: float = 0.0  # the same interval, wall clock
 
@@ -363,13 +364,21 @@ def _cpu_by_process(cluster: Any, hub_pid: int) -> dict[str, float]:
         except psutil.Error:
             return 0.0
 
-    out = {"framework": cpu(psutil.Process()), "master and agents": 0.0, "executors": 0.0, "hub": 0.0}
+    def is_spawner(p: psutil.Process) -> bool:
+        try:
+            return "dl2_mesos.localmesos.spawner" in p.cmdline()
+        except psutil.Error:
+            return False
+
+    out = {"framework": cpu(psutil.Process()), "master and agents": 0.0, "executor spawner": 0.0,
+           "executors": 0.0, "hub": 0.0}
     proc = getattr(cluster, "_proc", None)
     if proc is not None:
         try:
             master = psutil.Process(proc.pid)
             out["master and agents"] = cpu(master)
-            out["executors"] = sum(cpu(c) for c in master.children(recursive=True))
+            for child in master.children(recursive=True):
+                out["executor spawner" if is_spawner(child) else "executors"] += cpu(child)
         except psutil.Error:
             pass
     try:
