@@ -14,7 +14,7 @@ from typing import Any
 
 from dl2_mesos.errors import Dl2Error
 from dl2_mesos.jobs import JobPhase, JobSpec
-from dl2_mesos.messages import ClusterSpec, Endpoint
+from dl2_mesos.messages import ClusterSpec, Endpoint, to_jsonable
 from dl2_mesos.resources import Resources
 from dl2_mesos.slot_accounting import RescaleLedger
 
@@ -217,12 +217,10 @@ class FrameworkJob:
 
     def _cluster_dict(self) -> dict[str, Any] | None:
         # the ClusterSpec is immutable: convert it once per generation, not at every write
-        from dataclasses import asdict
-
         if self.cluster is None:
             return None
         if self._cluster_json is None or self._cluster_json[0] is not self.cluster:
-            self._cluster_json = (self.cluster, asdict(self.cluster))
+            self._cluster_json = (self.cluster, to_jsonable(self.cluster))
         return self._cluster_json[1]
 
     @classmethod
