@@ -10,7 +10,7 @@ import time
 
 from dl2_mesos.jobs import JobSpec
 from dl2_mesos.framework import events as ev
-from dl2_mesos.framework.loop import PUBLISH_SECONDS, SchedulingLoop
+from dl2_mesos.framework.loop import PUBLISH_SECONDS, VIEW_TIME_SHARE, SchedulingLoop
 from dl2_mesos.framework.retention import expire_ended_jobs
 
 from .conftest import Harness, make_offer, status
@@ -67,14 +67,17 @@ def test_nothing_changed_leaves_the_jobs_of_the_previous_view_as_they_were():
 
 
 class CountingViews:
-    """Counts the core's full views and patches."""
+    """Counts the core's full views and patches (a full view can be made to take ``cost`` seconds)."""
 
-    def __init__(self, core) -> None:  # noqa: ANN001
+    def __init__(self, core, cost: float = 0.0) -> None:  # noqa: ANN001
         self.full = self.patches = 0
+        self.cost = cost
         self._view, self._patch = core.view, core.view_patch
         core.view, core.view_patch = self.view, self.patch
 
     def view(self):  # noqa: ANN201
+        if self.cost:
+            time.sleep(self.cost)
         self.full += 1
         return self._view()
 
@@ -134,3 +137,38 @@ def test_a_trickle_of_status_updates_does_not_rebuild_the_view_per_update():
         loop.stop()
     assert views.full <= elapsed / PUBLISH_SECONDS + 3, (views.full, n, elapsed)
     assert views.full < n
+
+
+def test_a_costly_view_is_rebuilt_less_often_and_patches_keep_the_jobs_current():
+    h = Harness()
+    h.register()
+    jobs = [h.submit(name=f"j{i}") for i in range(3)]
+    h.offer(make_offer("a1"), make_offer("a2"))
+    h.next_slot()
+    tasks = [t for j in jobs for t in j.tasks.values()]
+    q: queue.Queue = queue.Queue()
+    loop = SchedulingLoop(h.core, q)
+    cost = 0.3  # as a view of a few thousand jobs: a full one per cost / VIEW_TIME_SHARE = 3 s at most
+    views = CountingViews(h.core, cost=cost)
+    loop.start()
+    try:
+        t0 = time.monotonic()
+        # submissions are answered after a view that shows them, without a full view each
+        while time.monotonic() - t0 < 4.0:
+            cmd = ev.SubmitJob(JobSpec(job_type="vgg-16", epochs=3, name=f"s{views.patches}"))
+            q.put(cmd)
+            assert cmd.reply.result(timeout=30)["id"] in loop.view["jobs"]
+        elapsed = time.monotonic() - t0
+        assert views.full <= elapsed * VIEW_TIME_SHARE / cost + 2, (views.full, elapsed)
+        # status updates show in the view without waiting for the next full view
+        full_before = views.full
+        while views.full == full_before:  # just after a full view: the next is >= 3 s away
+            time.sleep(0.01)
+        full_after = views.full
+        for t in tasks:
+            q.put(status(t.task_id, "TASK_RUNNING", t.agent_id, uuid=f"r-{t.task_id}"))
+        while not all(loop.view["jobs"][j.job_id]["phase"] == "running" for j in jobs):
+            time.sleep(0.01)
+        assert views.full == full_after, "shown only by a full view, not by a patch"
+    finally:
+        loop.stop()
