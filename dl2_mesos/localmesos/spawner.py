@@ -32,7 +32,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -81,7 +81,8 @@ class ExecutorSpawner:
     Use from one event loop; :meth:`close` ends the helper (the children keep running, as
     executors outlive an agent process that exits)."""
 
-    def __init__(self) -> None:
+    def __init__(self, helper_argv: Sequence[str] = (sys.executable, "-m", __name__)) -> None:
+        self.helper_argv = tuple(helper_argv)  # the helper's command (tests give a broken one)
         self._proc: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
         self._starting: asyncio.Lock | None = None
@@ -123,7 +124,7 @@ class ExecutorSpawner:
             if self._proc is None or self._proc.returncode is not None or self._reader is None \
                     or self._reader.done():
                 self._proc = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", __name__, stdin=asyncio.subprocess.PIPE,
+                    *self.helper_argv, stdin=asyncio.subprocess.PIPE,
                     stdout=asyncio.subprocess.PIPE, limit=_LINE_LIMIT,
                 )
                 self._reader = asyncio.create_task(self._read(self._proc))
@@ -138,8 +139,10 @@ class ExecutorSpawner:
                 if not line:
                     break
                 self._dispatch(json.loads(line))
-        except (ValueError, asyncio.LimitOverrunError) as exc:  # a broken helper: treat it as gone
+        except (ValueError, KeyError, TypeError) as exc:  # a broken helper: end it, treat it as gone
             logger.error("executor spawner sent an unreadable line: %s", exc)
+            if proc.returncode is None:
+                proc.kill()
         finally:
             self._helper_gone(proc)
 

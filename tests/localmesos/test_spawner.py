@@ -128,3 +128,19 @@ def test_executor_process_through_the_spawner_waits_and_signals_like_a_direct_on
 
     assert asyncio.run(scenario()) == (signal.SIGKILL, signal.SIGKILL)
     assert (tmp_path / "a" / "stdout").exists() and (tmp_path / "a" / "stderr").exists()
+
+
+def test_a_helper_that_answers_garbage_is_ended_and_the_start_fails_with_oserror(tmp_path: Path) -> None:
+    async def scenario() -> tuple[OSError, int | None]:
+        spawner = ExecutorSpawner(helper_argv=("sh", "-c", "read request; echo 'not json'; exec sleep 60"))
+        with pytest.raises(OSError) as info:
+            await asyncio.wait_for(spawner.spawn(_request(tmp_path, "exit 0")), 10)
+        helper = spawner._proc  # noqa: SLF001 - the broken helper must not be left running
+        assert helper is not None
+        code = await asyncio.wait_for(helper.wait(), 10)
+        await spawner.close()
+        return info.value, code
+
+    exc, code = asyncio.run(scenario())
+    assert "spawner ended" in str(exc)
+    assert code == -signal.SIGKILL
