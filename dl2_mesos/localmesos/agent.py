@@ -33,10 +33,9 @@ logger = logging.getLogger(__name__)
 class Agent(ExecutorLifecycleMixin):
     """One agent. ``master`` is the master instance it is registered with (swapped on restarts)."""
 
-    def __init__(self, index: int, config: AgentConfig, work_dir: Path,
-                 spawner: ExecutorSpawner | None = None) -> None:
+    def __init__(self, index: int, config: AgentConfig, work_dir: Path, spawner: ExecutorSpawner) -> None:
         self.index = index
-        self.spawner = spawner  # starts executors from a helper process; None: from this process
+        self.spawner = spawner  # starts the executors, from a helper process (shared by the agents)
         self.config = config
         self.work_dir = work_dir
         self.host = "127.0.0.1"

@@ -36,7 +36,7 @@ class ExecutorLifecycleMixin:
     agent_id: str | None
     removed: bool
     _tasks: set[asyncio.Task]
-    spawner: ExecutorSpawner | None
+    spawner: ExecutorSpawner
     # provided by Agent
     host: str
     port: int
@@ -67,7 +67,7 @@ class ExecutorLifecycleMixin:
         )
         user = (command.get("user") or fw.info.get("user") or "") if self.config.switch_user else ""
         try:
-            ex.process = await ExecutorProcess.spawn(command, env, ex.directory, user=user, spawner=self.spawner)
+            ex.process = await ExecutorProcess.spawn(command, env, ex.directory, self.spawner, user=user)
         except OSError as exc:
             logger.warning("agent %s: could not start executor %s: %s", self.agent_id, ex.executor_id, exc)
             self._executor_gone(ex, None, f"Failed to launch container: {exc}")

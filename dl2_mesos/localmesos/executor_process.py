@@ -25,16 +25,15 @@ Two deliberate choices (documented in the README):
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import pwd
 import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from .spawner import ExecutorSpawner, SpawnRequest
+from .spawner import ExecutorSpawner, SpawnedChild, SpawnRequest
 
 logger = logging.getLogger(__name__)
 
@@ -151,21 +150,10 @@ def hand_over(directory: Path, account: pwd.struct_passwd) -> None:
             os.chown(name, account.pw_uid, account.pw_gid)
 
 
-class _Child(Protocol):
-    """What a started process offers: an asyncio subprocess, or a child of the spawner helper."""
-
-    pid: int
-
-    @property
-    def returncode(self) -> int | None: ...
-
-    async def wait(self) -> int: ...
-
-
 class ExecutorProcess:
     """A running executor (or command task) process group."""
 
-    def __init__(self, proc: _Child, directory: Path) -> None:
+    def __init__(self, proc: SpawnedChild, directory: Path) -> None:
         self.proc = proc
         self.pid = proc.pid
         self.directory = directory
@@ -173,47 +161,30 @@ class ExecutorProcess:
 
     @classmethod
     async def spawn(
-        cls, command: Mapping[str, Any], env: Mapping[str, str], directory: Path, user: str = "",
-        spawner: ExecutorSpawner | None = None,
+        cls, command: Mapping[str, Any], env: Mapping[str, str], directory: Path, spawner: ExecutorSpawner,
+        user: str = "",
     ) -> ExecutorProcess:
-        """Start ``command`` in ``directory``; as ``user`` when given (see :func:`resolve_user`);
-        through ``spawner``'s helper process when given, else from this process."""
+        """Start ``command`` in ``directory`` through ``spawner``'s helper process; as ``user`` when
+        given (see :func:`resolve_user`)."""
         account = resolve_user(user) if user else None
         directory.mkdir(parents=True, exist_ok=True)
         executable, argv = command_argv(command)
-        ids: dict[str, Any] = {}
         env = dict(env)
         if account is not None:
-            ids = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
             env.update({"USER": account.pw_name, "LOGNAME": account.pw_name})
         for name in ("stdout", "stderr"):
             (directory / name).touch()
         if account is not None:
             hand_over(directory, account)
-        if spawner is not None:
-            child = await spawner.spawn(SpawnRequest(
-                argv=tuple(argv), executable=executable, env=env, cwd=str(directory),
-                stdout=str(directory / "stdout"), stderr=str(directory / "stderr"),
-                uid=ids.get("user"), gid=ids.get("group"),
-            ))
-            logger.info("started %s (pid %d) in %s%s", argv, child.pid, directory,
-                        f" as {account.pw_name}" if account is not None else "")
-            return cls(child, directory)
-        with open(directory / "stdout", "ab") as out, open(directory / "stderr", "ab") as err:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                executable=executable,
-                env=env,
-                cwd=str(directory),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,
-                **ids,
-            )
-        logger.info("started %s (pid %d) in %s%s", argv, proc.pid, directory,
+        child = await spawner.spawn(SpawnRequest(
+            argv=tuple(argv), executable=executable, env=env, cwd=str(directory),
+            stdout=str(directory / "stdout"), stderr=str(directory / "stderr"),
+            uid=account.pw_uid if account is not None else None,
+            gid=account.pw_gid if account is not None else None,
+        ))
+        logger.info("started %s (pid %d) in %s%s", argv, child.pid, directory,
                     f" as {account.pw_name}" if account is not None else "")
-        return cls(proc, directory)
+        return cls(child, directory)
 
     def signal_group(self, sig: int) -> None:
         """Signal the whole process group (the executor and everything it started)."""

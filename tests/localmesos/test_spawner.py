@@ -7,7 +7,6 @@ import asyncio
 import errno
 import os
 import signal
-import sys
 from pathlib import Path
 
 import psutil
@@ -108,25 +107,32 @@ def test_if_the_helper_dies_its_children_are_killed_and_reported_and_the_next_st
     assert next_code == 4
 
 
-def test_executor_process_through_the_spawner_waits_and_signals_like_a_direct_one(tmp_path: Path) -> None:
-    async def scenario() -> tuple[int, int]:
+def test_an_executor_process_through_the_helper_runs_waits_and_is_signalled_as_a_group(tmp_path: Path) -> None:
+    async def scenario() -> tuple[int, bool, bool]:
         spawner = ExecutorSpawner()
         try:
-            command = {"shell": False, "value": sys.executable,
-                       "arguments": [sys.executable, "-c", "import time; time.sleep(60)"]}
-            via_helper = await ExecutorProcess.spawn(command, {"PATH": os.environ["PATH"]}, tmp_path / "a",
-                                                     spawner=spawner)
-            direct = await ExecutorProcess.spawn(command, {"PATH": os.environ["PATH"]}, tmp_path / "b")
-            assert via_helper.running and direct.running
-            for process in (via_helper, direct):
-                process.signal_group(signal.SIGKILL)
-            statuses = (await asyncio.wait_for(via_helper.wait(), 10), await asyncio.wait_for(direct.wait(), 10))
-            assert not via_helper.running
-            return statuses
+            # the executor starts a grandchild in its group: a group SIGKILL ends both
+            command = {"shell": True, "value": "sleep 60 & echo $! > grandchild; wait"}
+            process = await ExecutorProcess.spawn(command, {"PATH": os.environ["PATH"]}, tmp_path / "a", spawner)
+            assert process.running
+            while not (tmp_path / "a" / "grandchild").exists() or not (tmp_path / "a" / "grandchild").read_text():
+                await asyncio.sleep(0.02)
+            grandchild = int((tmp_path / "a" / "grandchild").read_text())
+            process.signal_group(signal.SIGKILL)
+            status = await asyncio.wait_for(process.wait(), 10)
+            for _ in range(100):
+                if not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE:
+                    break
+                await asyncio.sleep(0.05)
+            gone = not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE
+            return status, process.running, gone
         finally:
             await spawner.close()
 
-    assert asyncio.run(scenario()) == (signal.SIGKILL, signal.SIGKILL)
+    status, running, grandchild_gone = asyncio.run(scenario())
+    assert status == signal.SIGKILL  # waitpid-style: the signal number
+    assert not running
+    assert grandchild_gone
     assert (tmp_path / "a" / "stdout").exists() and (tmp_path / "a" / "stderr").exists()
 
 

@@ -2,15 +2,13 @@
 launcher really scopes what a CUDA process sees (driver API via ctypes; needs only libcuda)."""
 
 import asyncio
-import importlib.util
 import json
 import pathlib
 import sys
 import tempfile
 
-spec = importlib.util.spec_from_file_location("launcher", "dl2_mesos/localmesos/executor_process.py")
-launcher = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(launcher)
+from dl2_mesos.localmesos import executor_process as launcher
+from dl2_mesos.localmesos.spawner import ExecutorSpawner
 CHECK = (
     "import ctypes,json,os; l=ctypes.CDLL('libcuda.so.1'); r=l.cuInit(0); n=ctypes.c_int(0); "
     "r2=l.cuDeviceGetCount(ctypes.byref(n)) if r==0 else None; "
@@ -32,8 +30,10 @@ async def run(gpus):
         mesos_local=True,
         command=None,
     )
-    p = await launcher.ExecutorProcess.spawn({"value": f'{sys.executable} -c "{CHECK}"'}, env, d)
+    spawner = ExecutorSpawner()
+    p = await launcher.ExecutorProcess.spawn({"value": f'{sys.executable} -c "{CHECK}"'}, env, d, spawner)
     st = await p.wait()
+    await spawner.close()
     return {
         "gpus": gpus,
         "status": st,
