@@ -234,7 +234,8 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
                 pid, status = os.waitpid(-1, 0)
             except ChildProcessError:
                 with lock:
-                    lock.wait_for(lambda seen=seen: starts[0] != seen)
+                    while starts[0] == seen:
+                        lock.wait()
                 continue
             with lock:  # a started child's Popen is stored before this lock is let go
                 popen = popens.pop(pid, None)
