@@ -60,29 +60,10 @@ def build_config(
     )
 
 
-def _watch_children_with_pidfds(loop: asyncio.AbstractEventLoop) -> None:
-    """Python 3.11's default child watcher starts one thread per subprocess (each blocked in
-    waitpid): with 1000 executors that is 1000 threads in this process. pidfds are polled by the
-    loop itself. Only for this process's own loop (it is global), only where the kernel has them;
-    Python 3.12+ picks pidfds by itself."""
-    import sys
-
-    if sys.version_info >= (3, 12) or not hasattr(os, "pidfd_open"):
-        return
-    try:
-        os.close(os.pidfd_open(os.getpid()))
-    except OSError:
-        return  # kernel older than 5.3: keep the threaded watcher
-    watcher = asyncio.PidfdChildWatcher()
-    watcher.attach_loop(loop)
-    asyncio.set_child_watcher(watcher)
-
-
 async def run_until_signalled(config: ClusterConfig, ready_file: str | None, echo: bool = True) -> None:
     cluster = LocalMesos(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    _watch_children_with_pidfds(loop)
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await cluster.start()

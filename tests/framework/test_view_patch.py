@@ -108,13 +108,18 @@ def test_single_submissions_one_after_another_are_answered_from_patches_not_full
     assert views.patches >= 60 - views.full
 
 
-def test_a_trickle_of_status_updates_does_not_rebuild_the_view_per_update():
+def _jobs_with_tasks(n: int) -> tuple[Harness, list, list]:
+    """A harness with ``n`` jobs placed on two agents: (harness, jobs, their tasks)."""
     h = Harness()
     h.register()
-    jobs = [h.submit(name=f"j{i}") for i in range(4)]
+    jobs = [h.submit(name=f"j{i}") for i in range(n)]
     h.offer(make_offer("a1"), make_offer("a2"))
     h.next_slot()
-    tasks = [t for j in jobs for t in j.tasks.values()]
+    return h, jobs, [t for j in jobs for t in j.tasks.values()]
+
+
+def test_a_trickle_of_status_updates_does_not_rebuild_the_view_per_update():
+    h, jobs, tasks = _jobs_with_tasks(4)
     assert tasks
     q: queue.Queue = queue.Queue()
     loop = SchedulingLoop(h.core, q)
@@ -140,12 +145,7 @@ def test_a_trickle_of_status_updates_does_not_rebuild_the_view_per_update():
 
 
 def test_a_costly_view_is_rebuilt_less_often_and_patches_keep_the_jobs_current():
-    h = Harness()
-    h.register()
-    jobs = [h.submit(name=f"j{i}") for i in range(3)]
-    h.offer(make_offer("a1"), make_offer("a2"))
-    h.next_slot()
-    tasks = [t for j in jobs for t in j.tasks.values()]
+    h, jobs, tasks = _jobs_with_tasks(3)
     q: queue.Queue = queue.Queue()
     loop = SchedulingLoop(h.core, q)
     cost = 0.3  # as a view of a few thousand jobs: a full one per cost / VIEW_TIME_SHARE = 3 s at most
