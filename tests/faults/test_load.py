@@ -41,3 +41,6 @@ def test_many_jobs_on_many_agents_all_running(tmp_path):
     assert res.outbound_failed == 0 and res.outbound_peak_in_flight > 1
     assert res.calls_by_kind["acknowledgeStatusUpdate"] >= 240 and res.calls_by_kind["launchTasks"] >= 60
     assert res.wave_tasks > 0 and res.wave_unacknowledged == 0 and res.wave_acknowledged_s is not None
+    # the CPU sampled over that wave: the window covers it, the framework and the cluster worked in it
+    assert res.wave_window_s >= res.wave_acknowledged_s and 0 < res.wave_machine_busy_s <= res.cores * res.wave_window_s
+    assert res.wave_cpu_seconds["framework"] > 0 and res.wave_cpu_seconds["master and agents"] > 0

@@ -111,6 +111,19 @@ def format_report(r: FaultBenchReport) -> str:
     return "\n".join(lines)
 
 
+def _wave_cpu_line(ld: AgentsLoadResult) -> list[str]:
+    """Where the machine's CPU went during the largest launch wave: its work in core-seconds, and
+    so the least time that work takes on this machine's cores."""
+    if not ld.wave_cpu_seconds or ld.wave_window_s <= 0:
+        return []
+    cores = max(1, ld.cores)
+    return [f"      CPU in that wave (sampled over {ld.wave_window_s:.1f} s): "
+            + ", ".join(f"{k} {v:.1f} s" for k, v in ld.wave_cpu_seconds.items())
+            + f"; the machine busy {ld.wave_machine_busy_s:.1f} core-seconds of {cores * ld.wave_window_s:.1f} "
+            f"({cores} cores, {ld.wave_machine_busy_s / (cores * ld.wave_window_s):.0%}): that work takes "
+            f">= {ld.wave_machine_busy_s / cores:.1f} s on {cores} cores"]
+
+
 def format_load(ld: AgentsLoadResult) -> list[str]:
     """The load run's lines of the table."""
     def secs(v: float | None) -> str:
@@ -139,6 +152,7 @@ def format_load(ld: AgentsLoadResult) -> list[str]:
         f"      largest launch wave: {ld.wave_tasks} tasks, launch calls answered {secs(ld.wave_launched_s)}, "
         f"every TASK_RUNNING acknowledged {secs(ld.wave_acknowledged_s)} after its first launch call"
         + (f" ({ld.wave_unacknowledged} never acknowledged)" if ld.wave_unacknowledged else ""),
+        *_wave_cpu_line(ld),
         f"      first deliveries: lag p50 {ld.first_lag_p50_ms:.0f} ms, p99 {ld.first_lag_p99_ms:.0f} ms; "
         f"{ld.redeliveries} updates sent again by their agent (acknowledgement late)",
     ]

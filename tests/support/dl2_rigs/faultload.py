@@ -17,10 +17,12 @@ from __future__ import annotations
 import json
 import logging
 import multiprocessing
+import os
 import statistics
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -285,6 +287,13 @@ class AgentsLoadResult:
     #: hub), "API clients" (the process submitting the jobs)
     cpu_seconds: dict[str, float] = field(default_factory=dict)
     wall_seconds: float = 0.0  # the same interval, wall clock
+    #: the largest launch wave (first launch call queued -> last TASK_RUNNING acknowledged), CPU
+    #: sampled every 0.25 s: the window the samples cover, each main process's CPU seconds in it,
+    #: and the whole machine's busy core-seconds in it (every process, the kernel's work included)
+    wave_window_s: float = 0.0
+    wave_cpu_seconds: dict[str, float] = field(default_factory=dict)
+    wave_machine_busy_s: float = 0.0
+    cores: int = 0
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -332,9 +341,10 @@ class _CallLog:
                 if seen is not None:
                     self.ack_delays.append(rec.finished_at - seen)
 
-    def largest_wave(self, gap: float = 1.0) -> tuple[int, float | None, float | None, int]:
+    def largest_wave(self, gap: float = 1.0) -> tuple[int, float | None, float | None, int, float]:
         """(tasks, seconds until all launched, seconds until all TASK_RUNNING acknowledged, not
-        acknowledged) of the largest burst of launch calls queued less than ``gap`` s apart."""
+        acknowledged, its first launch call's ``time.monotonic()``) of the largest burst of launch
+        calls queued less than ``gap`` s apart."""
         with self.lock:
             items = sorted((q, a, tid) for tid, (q, a) in self.launches.items())
             acked = dict(self.running_acked)
@@ -345,12 +355,69 @@ class _CallLog:
             else:
                 waves.append([it])
         if not waves:
-            return 0, None, None, 0
+            return 0, None, None, 0, 0.0
         wave = max(waves, key=len)
         start = wave[0][0]
         missing = sum(1 for _, _, tid in wave if tid not in acked)
         all_acked = None if missing else max(acked[tid] for _, _, tid in wave) - start
-        return len(wave), max(a for _, a, _ in wave) - start, all_acked, missing
+        return len(wave), max(a for _, a, _ in wave) - start, all_acked, missing, start
+
+
+class _CpuSampler:
+    """CPU seconds of the run's main processes and the machine's busy time, sampled from a thread.
+
+    Only a handful of processes are read (not the thousand executors: reading each of them four
+    times a second would itself cost the framework's process CPU), and the whole machine's busy
+    time (``psutil.cpu_times``) covers the rest. :meth:`window` gives the use between two times."""
+
+    def __init__(self, pids: Callable[[], dict[str, int]], period: float = 0.25) -> None:
+        import psutil
+
+        self._psutil = psutil
+        self._pids = pids
+        self._procs: dict[int, Any] = {}
+        self._last: dict[int, float] = {}  # a process that has ended keeps its last reading
+        self.period = period
+        self.samples: list[tuple[float, dict[str, float], float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
+
+    def start(self) -> _CpuSampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _cpu(self, pid: int) -> float:
+        try:
+            proc = self._procs.get(pid)
+            if proc is None:
+                proc = self._procs[pid] = self._psutil.Process(pid)
+            t = proc.cpu_times()
+            self._last[pid] = t.user + t.system
+        except self._psutil.Error:
+            pass
+        return self._last.get(pid, 0.0)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            cpu = {name: self._cpu(pid) for name, pid in self._pids().items()}
+            t = self._psutil.cpu_times()
+            busy = t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0) \
+                + getattr(t, "steal", 0.0)
+            self.samples.append((time.monotonic(), cpu, busy))
+
+    def window(self, start: float, end: float) -> tuple[float, dict[str, float], float] | None:
+        """(seconds covered, CPU seconds by process, machine busy core-seconds) from the last sample
+        at or before ``start`` to the first at or after ``end``; None when the samples miss it."""
+        before = [s for s in self.samples if s[0] <= start]
+        after = [s for s in self.samples if s[0] >= end]
+        if not before or not after:
+            return None
+        a, b = before[-1], after[0]
+        return b[0] - a[0], {k: b[1][k] - a[1].get(k, 0.0) for k in b[1]}, b[2] - a[2]
 
 
 def _burst_and_cpu(api: str, jobs: int, spec: dict[str, Any], within: float | None) -> tuple[BurstResult, float]:
@@ -394,6 +461,41 @@ def _cpu_by_process(cluster: Any, hub_pid: int) -> dict[str, float]:
     except psutil.Error:
         pass
     return out
+
+
+def _main_pids(cluster: Any, hub_pid: int, client_pids: list[int]) -> Callable[[], dict[str, int]]:
+    """A function giving the pids to sample: this process (the framework), the local cluster's,
+    its executor spawner's (once it has started one), the hub's and the API clients'."""
+    import psutil
+
+    found: dict[str, int] = {}
+
+    def pids() -> dict[str, int]:
+        out = {"framework": os.getpid(), "hub": hub_pid}
+        proc = getattr(cluster, "_proc", None)
+        if proc is not None:
+            out["master and agents"] = proc.pid
+            if "spawner" not in found:
+                try:
+                    for child in psutil.Process(proc.pid).children():
+                        if "dl2_mesos.localmesos.spawner" in child.cmdline():
+                            found["spawner"] = child.pid
+                except psutil.Error:
+                    pass
+            if "spawner" in found:
+                out["executor spawner"] = found["spawner"]
+        if client_pids:
+            out["API clients"] = client_pids[0]
+        return out
+
+    return pids
+
+
+def psutil_cores() -> int:
+    """Logical CPUs this machine has."""
+    import psutil
+
+    return psutil.cpu_count() or 1
 
 
 def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None, slot: str = "5s",
@@ -447,6 +549,7 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
     calls = _CallLog()
     replica = None
     runner = None
+    sampler: _CpuSampler | None = None
     try:
         t_start = time.monotonic()
 
@@ -525,6 +628,8 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
         # the framework's process took the GIL from its scheduling loop, which the lag counts.
         clients = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
         clients.submit(time.monotonic).result()  # started (and its imports done) before the clock starts
+        sampled = _main_pids(cluster, hub.pid, list(clients._processes))  # noqa: SLF001 - the one client process
+        sampler = _CpuSampler(sampled).start()
         t_first = time.monotonic()
         cpu_first = _cpu_by_process(cluster, hub.pid)
         try:
@@ -569,6 +674,8 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
         out = getattr(core.driver, "stats", None)
         ob = out() if callable(out) else None
         wave = calls.largest_wave()
+        sampler.stop()
+        in_wave = sampler.window(wave[4], wave[4] + wave[2]) if wave[2] is not None else None
         try:
             hub_execs = sum(len(f.get("executors", [])) for f in cluster.state()["frameworks"])
         except (OSError, ValueError, KeyError):
@@ -597,8 +704,13 @@ def agents_load(agents: int = 500, jobs: int = 1000, workdir: str | None = None,
             first_lag_p50_ms=_pct(first_lag, 0.5) * 1000, first_lag_p99_ms=_pct(first_lag, 0.99) * 1000,
             redeliveries=len(status_lag) - len(first_lag),
             cpu_seconds={**{k: round(cpu_end[k] - cpu_first.get(k, 0.0), 1) for k in cpu_end},
-                         "API clients": round(clients_cpu, 1)}, wall_seconds=wall)
+                         "API clients": round(clients_cpu, 1)}, wall_seconds=wall,
+            wave_window_s=in_wave[0] if in_wave else 0.0,
+            wave_cpu_seconds={k: round(v, 1) for k, v in in_wave[1].items()} if in_wave else {},
+            wave_machine_busy_s=in_wave[2] if in_wave else 0.0, cores=psutil_cores())
     finally:
+        if sampler is not None:
+            sampler.stop()
         if replica is not None:
             replica.stop()
         if runner is not None:
