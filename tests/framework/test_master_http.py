@@ -3,6 +3,7 @@ subscription's stream id and credential, connection reuse, and clear errors."""
 
 from __future__ import annotations
 
+import http.client
 import http.server
 import json
 import threading
@@ -66,6 +67,8 @@ class _Master(http.server.ThreadingHTTPServer):
         self.connections = 0
         self.status = 202
         self.close_after_answer = False
+        self.chunked = False  # answer in chunked transfer encoding
+        self.raw_answer: bytes | None = None  # answer these bytes instead (then close)
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -78,11 +81,22 @@ class _Master(http.server.ThreadingHTTPServer):
             def do_POST(self) -> None:  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append((dict(self.headers), body))
+                if outer.raw_answer is not None:
+                    self.wfile.write(outer.raw_answer)
+                    self.close_connection = True
+                    return
                 payload = b"" if outer.status == 202 else b"Failed to validate scheduler::Call"
                 self.send_response(outer.status)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                if outer.chunked:
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    half = len(payload) // 2
+                    for part in (payload[:half], payload[half:], b""):
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+                else:
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
                 if outer.close_after_answer:  # like a master closing an idle keep-alive connection
                     self.close_connection = True
 
@@ -141,6 +155,40 @@ def test_refusals_and_missing_subscription_raise_clear_errors(master):
     assert exc.value.status == 400
     with pytest.raises(NotSubscribed):
         MasterHttp(_Subscribed(master.address, stream_id=None)).call("reviveOffers")
+
+
+def test_a_chunked_refusal_is_read_whole_and_the_connection_is_kept(master):
+    master.status, master.chunked = 400, True
+    h = MasterHttp(_Subscribed(master.address))
+    for _ in range(2):
+        with pytest.raises(MasterCallFailed, match="Failed to validate scheduler::Call"):
+            h.call("killTask", ({"value": "t"},))
+    assert master.connections == 1
+    h.close()
+
+
+def test_an_unreadable_or_cut_answer_fails_the_call_and_the_next_call_uses_a_new_connection(master):
+    h = MasterHttp(_Subscribed(master.address))
+    master.raw_answer = b"NOT HTTP AT ALL\r\n\r\n"
+    with pytest.raises(http.client.HTTPException):
+        h.call("killTask", ({"value": "t1"},))
+    master.raw_answer = b"HTTP/1.1 202 Accepted\r\nContent-Length: 10\r\n\r\nabc"
+    with pytest.raises(http.client.IncompleteRead):
+        h.call("killTask", ({"value": "t2"},))
+    master.raw_answer = None
+    assert h.call("killTask", ({"value": "t3"},))
+    assert [b["kill"]["task_id"]["value"] for _, b in master.requests] == ["t1", "t2", "t3"]
+    assert master.connections == 3
+    h.close()
+
+
+@pytest.mark.parametrize("field", ["stream_id", "_basic_credential"])
+def test_a_header_value_with_a_line_break_is_refused_and_nothing_is_sent(master, field):
+    subscribed = _Subscribed(master.address)
+    setattr(subscribed, field, "stream-9\r\nX-Injected: yes")
+    with pytest.raises(ValueError):
+        MasterHttp(subscribed).call("reviveOffers")
+    assert master.requests == []
 
 
 def test_outbound_driver_sends_a_pymesos_drivers_calls_over_its_own_connections(master):
