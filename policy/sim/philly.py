@@ -35,7 +35,7 @@ import numpy as np
 from dl2_mesos.errors import TraceFormatError
 from dl2_mesos.job_types import all_job_types
 from dl2_mesos.jobs import JobSpec
-from dl2_mesos.policy.sim.trace import Trace, TraceJob, sort_trace
+from dl2_mesos.policy.sim.trace import Trace, TraceJob, read_text_file, sort_trace
 from dl2_mesos.speed_model import default_speed_model
 
 SUBMIT_COLUMNS = ("submit_time", "submitted_time", "submit", "submitted")
@@ -75,7 +75,7 @@ def import_philly(path: str | Path, seed: int = 0) -> Trace:
         TraceFormatError: missing columns or a malformed row (names the file and line).
     """
     p = str(path)
-    text = Path(path).read_text(encoding="utf-8")
+    text = read_text_file(path)
     reader = csv.reader(io.StringIO(text))
     rows = [(i + 1, r) for i, r in enumerate(reader) if r and any(c.strip() for c in r)]
     if not rows:

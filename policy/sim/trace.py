@@ -345,12 +345,28 @@ def parse_trace(text: str, path: str = "<string>") -> Trace:
     return sort_trace(jobs)
 
 
+def read_text_file(path: str | Path) -> str:
+    """The text of a trace or job-log file, decoded as UTF-8 (a leading byte-order mark dropped).
+
+    Raises:
+        TraceFormatError: bytes that are not UTF-8 (names the file and the line they are on).
+        OSError: the file cannot be read.
+    """
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise TraceFormatError(
+            str(path), line, f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+        ) from None
+
+
 def read_trace(path: str | Path) -> Trace:
     """Read a CSV trace file.
 
     Raises:
-        TraceFormatError: a malformed row (names the file and line).
+        TraceFormatError: a malformed row or bytes that are not UTF-8 (names the file and line).
         FileNotFoundError: no such file.
     """
-    p = Path(path)
-    return parse_trace(p.read_text(encoding="utf-8"), str(p))
+    return parse_trace(read_text_file(path), str(Path(path)))

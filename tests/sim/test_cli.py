@@ -132,6 +132,10 @@ def test_bad_trace_file_names_line(tmp_path):
     p.write_text("arrival_time,job_type,epochs\n0,dssm,5\n0,dssm,-1\n")
     res = CliRunner().invoke(simulate, ["--trace", str(p), "--seeds", "1", "-p", "drf"])
     assert res.exit_code == 1 and f"{p}:3:" in res.output
+    p.write_bytes(b"arrival_time,job_type,epochs\n0,dssm,5\n\x00\xff,dssm,1\n")
+    res = CliRunner().invoke(simulate, ["--trace", str(p), "--seeds", "1", "-p", "drf"])
+    assert res.exit_code == 1 and f"{p}:3: not UTF-8" in res.output
+    assert isinstance(res.exception, SystemExit)  # a clean exit, not an uncaught error
 
 
 def test_trace_import_philly(tmp_path):

@@ -60,3 +60,11 @@ def test_bad_rows(tmp_path, body, line, msg):
     with pytest.raises(TraceFormatError, match=msg) as ei:
         import_philly(p)
     assert ei.value.line == line and ei.value.path == str(p)
+
+
+def test_a_log_that_is_not_utf8_names_its_line(tmp_path):
+    p = tmp_path / "log.csv"
+    p.write_bytes(b"jobid,submit_time,duration,gpus\na,1,10,1\n\xff\xfeb,2,10,1\n")
+    with pytest.raises(TraceFormatError, match="not UTF-8") as ei:
+        import_philly(p)
+    assert ei.value.line == 3 and ei.value.path == str(p)

@@ -167,3 +167,18 @@ def test_bad_headers_and_duplicates(tmp_path):
     assert ei.value.line == 3
     with pytest.raises(TraceFormatError, match="give all of worker_cpus"):
         parse_trace("arrival_time,job_type,epochs,worker_cpus\n0,dssm,1,2\n")
+
+
+def test_bytes_that_are_not_utf8_name_file_and_line(tmp_path):
+    p = tmp_path / "latin1.csv"
+    p.write_bytes(b"arrival_time,job_type,epochs\n0,dssm,5\n0,vgg-16,7 # caf\xe9\n")
+    with pytest.raises(TraceFormatError, match=r"not UTF-8 text \(byte 0xe9") as ei:
+        read_trace(p)
+    assert ei.value.line == 3 and ei.value.path == str(p)
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_column(tmp_path):
+    p = tmp_path / "excel.csv"
+    p.write_bytes(b"\xef\xbb\xbfarrival_time,job_type,epochs\n0,dssm,5\n")
+    (job,) = read_trace(p)
+    assert job.spec.job_type == "dssm" and job.spec.epochs == 5

@@ -46,6 +46,9 @@ def test_unreadable_trace_is_a_clear_error(tmp_path):
     bad.write_text("arrival_time,job_type,epochs\n0,nope,10\n")
     with pytest.raises(click.ClickException, match="bad.csv"):
         trace_source_preset("small", {"trace_files": (str(bad),)})
+    bad.write_bytes(b"arrival_time,job_type,epochs\n0,dssm,\xff10\n")
+    with pytest.raises(click.ClickException, match="bad.csv:2: not UTF-8"):
+        trace_source_preset("small", {"trace_files": (str(bad),)})
 
 
 def test_train_sl_on_a_trace_file(tmp_path):
