@@ -15,6 +15,7 @@ Anything else (another file, an older schema, weights of another shape) raises
 from __future__ import annotations
 
 import os
+import pickle
 import tempfile
 from dataclasses import dataclass, field
 from importlib import resources as ilr
@@ -84,6 +85,13 @@ def save_checkpoint(
     return path
 
 
+def _unpickling_reason(exc: Exception) -> str:
+    """The line of a refused load that says what was refused (torch wraps it in advice)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    reasons = [ln for ln in lines[1:] if not ln.startswith(("Check the documentation", "Please file an issue"))]
+    return reasons[0] if reasons else (lines[0] if lines else type(exc).__name__)
+
+
 def load_checkpoint(path: str | os.PathLike[str] | None = None) -> LoadedModel:
     """Read a checkpoint (default: the shipped model).
 
@@ -96,6 +104,13 @@ def load_checkpoint(path: str | os.PathLike[str] | None = None) -> LoadedModel:
         raise CheckpointError(f"no DL2 model at {path}")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        # torch's own text advises loading with weights_only=False, which would run the file's
+        # code: give only its reason.
+        raise CheckpointError(
+            f"{path} is not a readable DL2 checkpoint: not a file of tensors and plain values, "
+            f"the only content ever unpickled ({_unpickling_reason(exc)})"
+        ) from None
     except Exception as exc:  # torch raises many types for a corrupt or foreign file
         raise CheckpointError(f"{path} is not a readable DL2 checkpoint: {exc}") from exc
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:

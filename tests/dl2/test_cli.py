@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 
+import torch
 from click.testing import CliRunner
 
 from dl2_mesos.cli import main
@@ -39,6 +41,15 @@ def test_cli_errors_are_clear(tmp_path):
     bad.write_text("nope")
     res = r.invoke(main, ["evaluate", "--policies", "dl2", "--preset", "tiny", "--model", str(bad)])
     assert res.exit_code != 0 and "not a readable DL2 checkpoint" in res.output
+    # a pickle that would run code when loaded: refused, and no advice to load it unsafely
+    torch.save({"format": "dl2-checkpoint", "hook": os.getcwd}, bad)
+    res = r.invoke(main, ["evaluate", "--policies", "dl2", "--preset", "tiny", "--model", str(bad)])
+    assert res.exit_code != 0 and "not a readable DL2 checkpoint" in res.output
+    assert "getcwd" in res.output and "weights_only" not in res.output
+    bad.write_bytes(bytes(range(256)) * 8)
+    res = r.invoke(main, ["evaluate", "--policies", "dl2", "--preset", "tiny", "--model", str(bad)])
+    assert res.exit_code != 0 and "not a readable DL2 checkpoint" in res.output
+    assert "weights_only" not in res.output and len(res.output.splitlines()) <= 3
     res = r.invoke(main, ["evaluate", "--policies", "dl2,nope"])
     assert res.exit_code != 0 and "unknown policy" in res.output
     res = r.invoke(main, ["train", "sl", "--teacher", "nope"])
