@@ -322,14 +322,28 @@ def default_task_user() -> str:
     return "nobody"
 
 
+def read_secret_file(path: str | os.PathLike) -> str:
+    """The secret on the first line of ``path`` (a token or password file), stripped.
+
+    Raises:
+        ConfigError: the file cannot be read, is not UTF-8 text, or its first line is empty.
+    """
+    try:
+        lines = Path(path).read_text(encoding="utf-8").strip().splitlines()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text (byte offset {exc.start})") from None
+    if not lines or not lines[0].strip():
+        raise ConfigError(f"{path} is empty")
+    return lines[0].strip()
+
+
 def _read_secret_file(path: str, key: str) -> str:
     try:
-        lines = Path(path).read_text().strip().splitlines()
-    except OSError as exc:
-        raise ConfigError(f"{key}: cannot read {path}: {exc.strerror or exc}") from None
-    if not lines or not lines[0].strip():
-        raise ConfigError(f"{key}: {path} is empty")
-    return lines[0].strip()
+        return read_secret_file(path)
+    except ConfigError as exc:
+        raise ConfigError(f"{key}: {exc}") from None
 
 
 def load_config(
@@ -352,9 +366,11 @@ def load_config(
     path = path or env.get(ENV_PREFIX + "CONFIG") or None
     if path:
         try:
-            data = tomllib.loads(Path(path).read_text())
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
         except OSError as exc:
             raise ConfigError(f"config file {path}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"config file {path}: not UTF-8 text, as TOML must be (byte offset {exc.start})") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path}: not valid TOML: {exc}") from None
         # a [framework] table is accepted as well as top-level keys

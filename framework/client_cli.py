@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import click
+
+from dl2_mesos.config import read_secret_file
+from dl2_mesos.errors import ConfigError
 
 _api = click.option("--api", envvar="DL2_API", default="http://127.0.0.1:8080", show_default=True,
                     help="Framework API URL; several replicas comma-separated (env DL2_API).")
@@ -44,12 +46,9 @@ def resolve_token(token: str, token_file: str | None) -> str:
     ``--token`` help says that a flag is visible in ``ps``: the output stays parseable, so no warning)."""
     if token_file:
         try:
-            lines = Path(token_file).read_text().strip().splitlines()
-        except OSError as exc:
-            raise click.ClickException(f"token file {token_file}: {exc.strerror or exc}") from None
-        if not lines or not lines[0].strip():
-            raise click.ClickException(f"token file {token_file} is empty")
-        return lines[0].strip()
+            return read_secret_file(token_file)
+        except ConfigError as exc:
+            raise click.ClickException(f"token file: {exc}") from None
     return token
 
 

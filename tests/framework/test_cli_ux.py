@@ -132,3 +132,22 @@ def test_framework_help_names_the_defaults():
         for flag, ln in lines.items()
         if flag in ("--offer-wait", "--launch-timeout", "--kill-grace", "--failover-timeout")
     )
+
+
+def test_a_bad_token_file_is_one_clear_line_before_any_call(tmp_path):
+    api = "http://127.0.0.1:9"  # nothing listens: a call would fail differently
+    cases = {
+        "latin1": (b"s\xe9cret\n", "is not UTF-8 text (byte offset 1)"),
+        "empty": (b"\n  \n", "is empty"),
+    }
+    for name, (content, msg) in cases.items():
+        f = tmp_path / name
+        f.write_bytes(content)
+        for command, args in ((client_cli.jobs, []), (client_cli.submit, ["--type", "resnet-50", "--epochs", "1"])):
+            res = CliRunner().invoke(command, [*args, "--api", api, "--token-file", str(f)])
+            assert res.exit_code == 1 and f"token file: {f} {msg}" in res.output, res.output
+            assert isinstance(res.exception, SystemExit)
+    ok = tmp_path / "ok"
+    ok.write_text("  tok-1 \nsecond line ignored\n")
+    assert client_cli.resolve_token("flag", str(ok)) == "tok-1"
+    assert client_cli.resolve_token("flag", None) == "flag"

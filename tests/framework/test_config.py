@@ -60,6 +60,9 @@ def test_bad_file_and_unknown_key(tmp_path):
     bad.write_text("slot = = 3")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(bad, env={})
+    bad.write_bytes(b'role = "caf\xe9"\n')
+    with pytest.raises(ConfigError, match=r"bad.toml: not UTF-8 text, as TOML must be \(byte offset 11\)"):
+        load_config(bad, env={})
     unk = tmp_path / "unk.toml"
     unk.write_text("slott = 3")
     with pytest.raises(ConfigError, match="unknown key 'slott'"):

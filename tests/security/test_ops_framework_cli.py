@@ -41,6 +41,9 @@ def test_ops_framework_accepts_both_token_variable_names(tmp_path):
     assert load_config(env={}, overrides={"api_token_file": str(f)}).api_token == "from-file"
     with pytest.raises(ConfigError, match="api_token_file"):
         load_config(env={}, overrides={"api_token_file": str(tmp_path / "missing")})
+    f.write_bytes(b"\xfftoken\n")
+    with pytest.raises(ConfigError, match=r"api_token_file: .*token is not UTF-8 text \(byte offset 0\)"):
+        load_config(env={}, overrides={"api_token_file": str(f)})
 
 
 def test_ops_open_api_off_loopback_is_refused(tmp_path):
