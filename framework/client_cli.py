@@ -18,6 +18,7 @@ import click
 
 from dl2_mesos.config import read_secret_file
 from dl2_mesos.errors import ConfigError
+from dl2_mesos.framework.records import valid_job_id
 
 _api = click.option("--api", envvar="DL2_API", default="http://127.0.0.1:8080", show_default=True,
                     help="Framework API URL; several replicas comma-separated (env DL2_API).")
@@ -39,6 +40,16 @@ def _origin(url: str) -> tuple[str, str, int]:
     except ValueError:
         port = -1
     return scheme, (parts.hostname or "").lower(), port
+
+
+def _job_id(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A JOB_ID argument: refused here unless it can be a job id, so that it never reaches the URL
+    or a sandbox path as anything else (``../``, ``?``, ``/``)."""
+    if not valid_job_id(value):
+        raise click.BadParameter(
+            f"{value!r} is not a job id (lower-case letters, digits, '.', '_' and '-', as `dl2 jobs` lists them)"
+        )
+    return value
 
 
 def resolve_token(token: str, token_file: str | None) -> str:
@@ -202,7 +213,7 @@ def _reason(job: dict[str, Any]) -> str:
 
 
 @click.command("job")
-@click.argument("job_id")
+@click.argument("job_id", callback=_job_id)
 @_api
 @_token
 @_token_file
@@ -212,7 +223,7 @@ def job(job_id: str, api: str, token: str, token_file: str | None) -> None:
 
 
 @click.command("cancel")
-@click.argument("job_id")
+@click.argument("job_id", callback=_job_id)
 @_api
 @_token
 @_token_file
@@ -230,7 +241,7 @@ def cancel(job_id: str, api: str, token: str, token_file: str | None) -> None:
 
 
 @click.command("logs")
-@click.argument("job_id")
+@click.argument("job_id", callback=_job_id)
 @click.option("--task", "task", default=None,
               help="Task id, or role-rank such as worker-0 or ps-1 "
                    "(default: the live worker of lowest rank).")

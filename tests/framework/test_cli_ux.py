@@ -151,3 +151,15 @@ def test_a_bad_token_file_is_one_clear_line_before_any_call(tmp_path):
     ok.write_text("  tok-1 \nsecond line ignored\n")
     assert client_cli.resolve_token("flag", str(ok)) == "tok-1"
     assert client_cli.resolve_token("flag", None) == "flag"
+
+
+def test_a_job_argument_that_is_not_a_job_id_is_refused_before_any_call(monkeypatch):
+    calls = []
+    monkeypatch.setattr(client_cli, "_call", lambda *a, **k: calls.append(a) or {"id": a[2], "phase": "x"})
+    for command in (client_cli.job, client_cli.cancel, client_cli.logs):
+        for bad in ("../../v1/jobs", "a?phase=running", "a/b", "Upper-1", "", ".hidden"):
+            res = CliRunner().invoke(command, [bad, "--api", "http://127.0.0.1:9"])
+            assert res.exit_code == 2 and "is not a job id" in res.output, (command.name, bad, res.output)
+    assert calls == []
+    res = CliRunner().invoke(client_cli.cancel, ["resnet-50-1a2b3c4d", "--api", "http://127.0.0.1:9"])
+    assert res.exit_code == 0 and calls[0][:3] == ("DELETE", "http://127.0.0.1:9", "/api/v1/jobs/resnet-50-1a2b3c4d")
