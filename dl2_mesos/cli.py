@@ -49,6 +49,18 @@ class LazyGroup(click.Group):
             raise
         return getattr(module, attr)
 
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except OSError as exc:
+            if exc.filename is None:  # not about a file the user named: a real fault, keep its traceback
+                raise
+            # an output folder that cannot be made, a file that cannot be written or read: one line
+            # (its traceback at -vv)
+            logging.getLogger(__name__).debug("file error", exc_info=True)
+            where = f"{exc.filename} -> {exc.filename2}" if exc.filename2 else str(exc.filename)
+            raise click.ClickException(f"{where}: {exc.strerror or exc}") from None
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # list from the static table: showing help must not import every component
         with formatter.section("Commands"):

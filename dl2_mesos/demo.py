@@ -28,6 +28,7 @@ from typing import Any
 import click
 import requests
 
+from dl2_mesos.output_paths import output_file, output_folder
 from dl2_mesos.services.zookeeper import ZooKeeperServer, free_port, zookeeper_available
 
 logger = logging.getLogger(__name__)
@@ -430,11 +431,13 @@ def run_comparison(policy: str, compare: str, *, echo: Any = click.echo, workdir
               help="auto: embedded ZooKeeper when Java and ZooKeeper are installed, else local files.")
 @click.option("--api-port", default=0, type=click.IntRange(0, 65535), help="Framework API/status page port.")
 @click.option("--timeout", default=900.0, show_default=True, type=click.FloatRange(10))
-@click.option("--workdir", default=None, type=click.Path(file_okay=False), help="Keep sandboxes/logs here.")
+@click.option("--workdir", default=None, type=click.Path(file_okay=False), callback=output_folder,
+              help="Keep sandboxes/logs here.")
 @click.option("--keep-running/--no-keep-running", default=None,
               help="Keep the cluster and status page up after the summary (default: when on a terminal; "
                    "never with --compare).")
-@click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False), help="Write the result here.")
+@click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False), callback=output_file,
+              help="Write the result here.")
 def demo(policy: str, compare: str | None, agents: int, cpus: float, gpus: int, mem: str, num_jobs: int,
          epochs_scale: float, slot: str, restart_seconds: float, paper_restart_costs: bool, table_sized: bool, state: str,
          api_port: int, timeout: float, workdir: str | None, keep_running: bool | None,

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from dl2_mesos.errors import ConfigError, Dl2Error, TraceFormatError, UnknownPolicy
+from dl2_mesos.output_paths import output_file, output_folder
 
 logger = logging.getLogger(__name__)
 
@@ -334,11 +335,14 @@ def _plot(results: dict, slot_seconds: float, path: str) -> None:
     "--speed-noise", type=click.FloatRange(0.0, 0.99), default=0.0, help="Training-speed noise amplitude."
 )
 @click.option("--model-path", type=click.Path(dir_okay=False), help="Model file for the dl2 policy.")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write all results as JSON here.")
+@click.option(
+    "--json", "json_out", type=click.Path(dir_okay=False), callback=output_file, help="Write all results as JSON here."
+)
 @click.option(
     "--plot",
     "plot_out",
     type=click.Path(dir_okay=False),
+    callback=output_file,
     help="Write the JCT CDF and utilisation plot (PNG).",
 )
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
@@ -516,7 +520,9 @@ def trace() -> None:
     help="Overrides, e.g. num_jobs=50,arrival=poisson.",
 )
 @click.option("--seed", type=int, default=1, show_default=True)
-@click.option("--output", "-o", type=click.Path(dir_okay=False), required=True, help="CSV file to write.")
+@click.option(
+    "--output", "-o", type=click.Path(dir_okay=False), required=True, callback=output_file, help="CSV file to write."
+)
 def trace_generate(preset, overrides, seed, output):
     """Generate a trace with the reference's arrival processes and job mix."""
     from dl2_mesos.policy.sim.settings import TraceConfig
@@ -537,7 +543,9 @@ def trace_generate(preset, overrides, seed, output):
 @trace.command("import-philly")
 @click.argument("log", type=click.Path(exists=True, dir_okay=False))
 @click.option("--seed", type=int, default=0, show_default=True, help="Seeds the job-type draw.")
-@click.option("--output", "-o", type=click.Path(dir_okay=False), required=True, help="CSV trace to write.")
+@click.option(
+    "--output", "-o", type=click.Path(dir_okay=False), required=True, callback=output_file, help="CSV trace to write."
+)
 def trace_import_philly(log, seed, output):
     """Convert a Philly-style job log (submit time, duration, GPUs) into a trace."""
     from dl2_mesos.policy.sim.philly import import_philly
@@ -583,6 +591,7 @@ def trace_import_philly(log, seed, output):
 @click.option(
     "--out",
     type=click.Path(file_okay=False),
+    callback=output_folder,
     default="runs/matrix",
     show_default=True,
     help="Folder for matrix.json and matrix.png.",
@@ -591,6 +600,7 @@ def trace_import_philly(log, seed, output):
     "--cache",
     "cache_path",
     type=click.Path(dir_okay=False),
+    callback=output_file,
     help="JSON-lines file of finished runs: runs found there are reused, new ones appended as they "
     "finish (DL2 runs are keyed by the model file's sha256, so a new model re-runs only them).",
 )

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from dl2_mesos.errors import CheckpointError, ConfigError, Dl2Error
+from dl2_mesos.output_paths import output_file, output_folder
 from dl2_mesos.policy.simulate_cli import trace_source_options, trace_source_preset
 
 logger = logging.getLogger(__name__)
@@ -71,7 +72,8 @@ def train() -> None:
               help="In the DAgger rounds the student also acts inside each slot and every state it reaches there "
                    "is labelled (default: the teacher labels its own path through the slots the student starts).")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--out", type=click.Path(dir_okay=False), default="runs/sl/sl.pt", show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False), default="runs/sl/sl.pt", show_default=True,
+              callback=output_file)
 @click.option("--init", type=click.Path(dir_okay=False, exists=True),
               help="Continue from this checkpoint (its model options win), e.g. for more DAgger rounds.")
 @_model_options
@@ -131,7 +133,7 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
 
 @train.command("rl")
 @click.option("--init", type=click.Path(dir_okay=False, exists=True), help="Start from this checkpoint (e.g. SL).")
-@click.option("--out", type=click.Path(file_okay=False), default="runs/rl", show_default=True,
+@click.option("--out", type=click.Path(file_okay=False), default="runs/rl", show_default=True, callback=output_folder,
               help="Run directory: log.csv, last.pt, best.pt, curve.png.")
 @click.option("--resume", is_flag=True, help="Continue from OUT/last.pt.")
 @click.option("--preset", default="reference", show_default=True,
@@ -242,7 +244,8 @@ def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iterat
 @click.option("--seeds", default="101-110", show_default=True, help="Held-out seeds (disjoint from training).")
 @click.option("--preset", default="reference", show_default=True)
 @click.option("--model", "model_path", type=click.Path(dir_okay=False), help="DL2 weights (default: shipped).")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write results as JSON.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), callback=output_file,
+              help="Write results as JSON.")
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Parallel processes.")
 @click.option("--max-slots", type=click.IntRange(min=1), help="Stop each run after this many slots.")
 @click.option("--per-seed", is_flag=True, help="Also print each seed's avg JCT next to its lower bound.")
