@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import re
 import shlex
@@ -43,6 +44,8 @@ def parse_duration(value: Any, key: str = "duration") -> float:
         if not m:
             raise ConfigError(f"{key}: expected a duration like 90s, 20m or 1h, got {value!r}")
         seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    if not math.isfinite(seconds):  # TOML has nan and inf
+        raise ConfigError(f"{key}: expected a finite duration, got {value!r}")
     if seconds < 0:
         raise ConfigError(f"{key}: must be >= 0, got {value!r}")
     return seconds
@@ -165,6 +168,11 @@ _DURATIONS = {
     "api_header_timeout", "api_keep_alive", "failover_timeout", "connect_timeout", "kill_grace", "zk_timeout", "slot", "offer_hold",
     "offer_wait", "launch_timeout", "rescale_resend", "progress_interval", "retain_ended_for",
 }
+#: durations that must be above zero: a zero would time every call out at once or spin a loop
+_POSITIVE_DURATIONS = ("slot", "api_header_timeout", "connect_timeout", "zk_timeout", "launch_timeout",
+                       "rescale_resend", "progress_interval")
+#: thread and connection counts: more would exhaust the process before it serves anything
+_MAX_MASTER_CALLS = 256
 _FLOATS = {"executor_cpus", "executor_mem", "rollback_margin"}
 _INTS = {"master_calls", "max_task_failures", "online_window", "model_keep", "max_body_bytes", "api_max_connections",
          "retain_ended_jobs"}
@@ -185,8 +193,10 @@ def _coerce(key: str, value: Any, source: str) -> Any:
             if isinstance(value, bool):
                 raise ValueError
             v = float(value)
+            if not math.isfinite(v):
+                raise ValueError
         except (TypeError, ValueError):
-            raise ConfigError(f"{where}: expected a number, got {value!r}") from None
+            raise ConfigError(f"{where}: expected a finite number, got {value!r}") from None
         if v < 0:
             raise ConfigError(f"{where}: must be >= 0, got {value!r}")
         return v
@@ -226,8 +236,9 @@ def _coerce(key: str, value: Any, source: str) -> Any:
 
 
 def _validate(cfg: Config) -> None:
-    if cfg.slot <= 0:
-        raise ConfigError(f"slot: must be > 0 seconds, got {cfg.slot}")
+    for key in _POSITIVE_DURATIONS:
+        if getattr(cfg, key) <= 0:
+            raise ConfigError(f"{key}: must be > 0 seconds, got {getattr(cfg, key)}")
     from dl2_mesos.policy.registry import policy_names  # the one list of policies
 
     if cfg.policy not in policy_names():
@@ -254,8 +265,8 @@ def _validate(cfg: Config) -> None:
                               f"{', '.join(teacher_names())}, or none (reinforcement)")
     if not 0 <= cfg.rollback_margin < 1:
         raise ConfigError(f"rollback_margin: must be in [0, 1), got {cfg.rollback_margin}")
-    if cfg.master_calls < 1:
-        raise ConfigError("master_calls: must be >= 1")
+    if not 1 <= cfg.master_calls <= _MAX_MASTER_CALLS:
+        raise ConfigError(f"master_calls: must be between 1 and {_MAX_MASTER_CALLS}, got {cfg.master_calls}")
     if cfg.max_body_bytes < 1024:
         raise ConfigError("max_body_bytes: must be >= 1024")
     if cfg.api_max_connections < 1:

@@ -46,11 +46,34 @@ def test_durations(value, seconds):
         ({"policy_args": "{nope"}, "policy_args"),
         ({"zk_digest": "nocolon"}, "zk_digest"),
         ({"rollback_margin": "1.5"}, "rollback_margin"),
+        ({"executor_mem": "nan"}, "executor_mem.*finite number"),
+        ({"executor_cpus": float("inf")}, "executor_cpus.*finite number"),
+        ({"slot": float("nan")}, "slot.*finite duration"),
+        ({"zk_timeout": "0s"}, "zk_timeout: must be > 0"),
+        ({"launch_timeout": 0}, "launch_timeout: must be > 0"),
+        ({"progress_interval": "0ms"}, "progress_interval: must be > 0"),
+        ({"rescale_resend": "0"}, "rescale_resend: must be > 0"),
+        ({"api_header_timeout": "0"}, "api_header_timeout: must be > 0"),
+        ({"connect_timeout": "0"}, "connect_timeout: must be > 0"),
+        ({"master_calls": "100000000000"}, "master_calls: must be between 1 and 256"),
     ],
 )
 def test_bad_settings_name_the_key(kw, needle):
     with pytest.raises(ConfigError, match=needle):
         load_config(env={}, overrides=kw)
+
+
+def test_toml_nan_and_inf_are_refused_and_zero_stays_allowed_where_it_means_something(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text("slot = inf\n")
+    with pytest.raises(ConfigError, match="slot.*finite duration"):
+        load_config(f, env={})
+    f.write_text("executor_mem = nan\n")
+    with pytest.raises(ConfigError, match="executor_mem.*finite number"):
+        load_config(f, env={})
+    f.write_text("kill_grace = 0\napi_keep_alive = '0s'\nfailover_timeout = 0\nmaster_calls = 256\n")
+    cfg = load_config(f, env={})
+    assert (cfg.kill_grace, cfg.api_keep_alive, cfg.failover_timeout, cfg.master_calls) == (0.0, 0.0, 0.0, 256)
 
 
 def test_bad_file_and_unknown_key(tmp_path):
