@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+from typing import Any
 
 import click
 
@@ -49,7 +50,7 @@ class LazyGroup(click.Group):
             raise
         return getattr(module, attr)
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except OSError as exc:
