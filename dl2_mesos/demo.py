@@ -28,7 +28,7 @@ from typing import Any
 import click
 import requests
 
-from dl2_mesos.output_paths import output_file, output_folder
+from dl2_mesos.cli_params import FiniteFloatRange, output_file, output_folder
 from dl2_mesos.services.zookeeper import ZooKeeperServer, free_port, zookeeper_available
 
 logger = logging.getLogger(__name__)
@@ -412,14 +412,14 @@ def run_comparison(policy: str, compare: str, *, echo: Any = click.echo, workdir
               help="Afterwards run the same workload (same submissions, same offsets) under this policy "
                    "on a fresh cluster and print both average JCTs side by side, e.g. --compare drf.")
 @click.option("--agents", default=DEFAULT_AGENTS, show_default=True, type=click.IntRange(1, 64))
-@click.option("--cpus", default=8.0, show_default=True, type=click.FloatRange(1))
+@click.option("--cpus", default=8.0, show_default=True, type=FiniteFloatRange(1))
 @click.option("--gpus", default=2, show_default=True, type=click.IntRange(0, 16))
 @click.option("--mem", default="16GiB", show_default=True)
 @click.option("--jobs", "num_jobs", default=len(WORKLOAD), show_default=True, type=click.IntRange(1, 100))
-@click.option("--epochs-scale", default=1.0, show_default=True, type=click.FloatRange(0.01, 100),
+@click.option("--epochs-scale", default=1.0, show_default=True, type=FiniteFloatRange(0.01, 100),
               help="Multiply every job's epochs (and submission delays) by this.")
 @click.option("--slot", default=DEFAULT_SLOT, show_default=True, help="Slot length (short, so the demo takes minutes).")
-@click.option("--restart-seconds", default=DEMO_RESTART_SECONDS, show_default=True, type=click.FloatRange(0, 3600),
+@click.option("--restart-seconds", default=DEMO_RESTART_SECONDS, show_default=True, type=FiniteFloatRange(0, 3600),
               help="Restart cost every job declares (the reference program's, measured here).")
 @click.option("--paper-restart-costs", is_flag=True,
               help="Declare none: jobs show their type's default (60 s + 300 s, paper section 5).")
@@ -430,7 +430,7 @@ def run_comparison(policy: str, compare: str, *, echo: Any = click.echo, workdir
 @click.option("--state", type=click.Choice(["auto", "zookeeper", "file"]), default="auto", show_default=True,
               help="auto: embedded ZooKeeper when Java and ZooKeeper are installed, else local files.")
 @click.option("--api-port", default=0, type=click.IntRange(0, 65535), help="Framework API/status page port.")
-@click.option("--timeout", default=900.0, show_default=True, type=click.FloatRange(10))
+@click.option("--timeout", default=900.0, show_default=True, type=FiniteFloatRange(10))
 @click.option("--workdir", default=None, type=click.Path(file_okay=False), callback=output_folder,
               help="Keep sandboxes/logs here.")
 @click.option("--keep-running/--no-keep-running", default=None,

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import click
 
+from dl2_mesos.cli_params import FINITE_FLOAT
 from dl2_mesos.config import read_secret_file
 from dl2_mesos.errors import ConfigError
 from dl2_mesos.framework.records import valid_job_id
@@ -139,7 +140,7 @@ def _call(method: str, api: str, path: str, token: str = "", body: Any = None) -
 @click.command("submit")
 @click.argument("spec_file", type=click.File("r"), required=False)
 @click.option("--type", "job_type", default=None, help="Job type, e.g. resnet-50.")
-@click.option("--epochs", type=float, default=None)
+@click.option("--epochs", type=FINITE_FLOAT, default=None)
 @click.option("--name", default=None)
 @click.option("--max-ps", type=int, default=None)
 @click.option("--max-workers", type=int, default=None)

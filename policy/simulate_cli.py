@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from dl2_mesos.errors import ConfigError, Dl2Error, TraceFormatError, UnknownPolicy
-from dl2_mesos.output_paths import output_file, output_folder
+from dl2_mesos.cli_params import FiniteFloatRange, output_file, output_folder
 
 logger = logging.getLogger(__name__)
 
@@ -119,15 +119,15 @@ def trace_source_options(f):
         ),
         click.option("--trace-agents", type=click.IntRange(min=1), help="Number of nodes for the trace."),
         click.option(
-            "--augment-window", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+            "--augment-window", type=FiniteFloatRange(min=0, min_open=True), metavar="SECONDS",
             help="Each episode: a random window of this many seconds of the trace.",
         ),
         click.option(
-            "--augment-rate", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+            "--augment-rate", type=FiniteFloatRange(min=0, min_open=True), default=1.0, show_default=True,
             help="Scale the arrival rate (2: the same jobs arrive twice as fast).",
         ),
         click.option(
-            "--augment-jitter", type=click.FloatRange(min=0), default=0.0, show_default=True,
+            "--augment-jitter", type=FiniteFloatRange(min=0), default=0.0, show_default=True,
             metavar="SECONDS", help="Shift each arrival by up to this many seconds.",
         ),
         click.option(
@@ -135,7 +135,7 @@ def trace_source_options(f):
             help="Resample each job's type and length from the trace's jobs.",
         ),
         click.option(
-            "--augment-length-jitter", type=click.FloatRange(0, 1, max_open=True), default=0.0,
+            "--augment-length-jitter", type=FiniteFloatRange(0, 1, max_open=True), default=0.0,
             show_default=True, help="Scale each job's epochs by U(1-a, 1+a).",
         ),
         click.option(
@@ -316,7 +316,7 @@ def _plot(results: dict, slot_seconds: float, path: str) -> None:
 @click.option("--seeds", default="1-5", show_default=True, help="Seeds: range 1-5, list 1,4,9, or one.")
 @click.option("--agents", type=click.IntRange(min=1), help="Number of nodes (overrides the preset).")
 @click.option(
-    "--slot-seconds", type=click.FloatRange(min=1.0), help="Slot length in seconds (overrides the preset)."
+    "--slot-seconds", type=FiniteFloatRange(min=1.0), help="Slot length in seconds (overrides the preset)."
 )
 @click.option("--max-slots", type=click.IntRange(min=1), help="Stop after this many slots.")
 @click.option(
@@ -332,7 +332,7 @@ def _plot(results: dict, slot_seconds: float, path: str) -> None:
     help="Per-type restart costs measured by the framework (its restart_costs.json) instead of the defaults.",
 )
 @click.option(
-    "--speed-noise", type=click.FloatRange(0.0, 0.99), default=0.0, help="Training-speed noise amplitude."
+    "--speed-noise", type=FiniteFloatRange(0.0, 0.99), default=0.0, help="Training-speed noise amplitude."
 )
 @click.option("--model-path", type=click.Path(dir_okay=False), help="Model file for the dl2 policy.")
 @click.option(

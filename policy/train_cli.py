@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from dl2_mesos.errors import CheckpointError, ConfigError, Dl2Error
-from dl2_mesos.output_paths import output_file, output_folder
+from dl2_mesos.cli_params import FiniteFloatRange, output_file, output_folder
 from dl2_mesos.policy.simulate_cli import trace_source_options, trace_source_preset
 
 logger = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ def train() -> None:
 @click.option("--preset", default="reference", show_default=True)
 @click.option("--seeds", default="1-8", show_default=True, help="Training trace seeds (range or list).")
 @click.option("--epochs", type=click.IntRange(min=1), default=30, show_default=True)
-@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=1e-3, show_default=True)
+@click.option("--lr", type=FiniteFloatRange(min=0, min_open=True), default=1e-3, show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=256, show_default=True)
 @click.option("--label-running/--no-label-running", default=False, show_default=True,
               help="Also label the teacher's changes to running jobs (teaches restarts).")
@@ -66,7 +66,7 @@ def train() -> None:
 @click.option("--dagger", type=click.IntRange(min=0), default=0, show_default=True,
               help="DAgger rounds: the trained student drives the traces, the teacher labels what it reaches.")
 @click.option("--dagger-epochs", type=click.IntRange(min=1), help="Epochs per DAgger round (default --epochs).")
-@click.option("--shrink-weight", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+@click.option("--shrink-weight", type=FiniteFloatRange(min=0, min_open=True), default=1.0, show_default=True,
               help="Loss weight of the labels that pause or shrink a job (rare; 1 = plain cross entropy).")
 @click.option("--dagger-within", is_flag=True,
               help="In the DAgger rounds the student also acts inside each slot and every state it reaches there "
@@ -145,20 +145,20 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
 @click.option("--episodes-per-iteration", type=click.IntRange(min=1), default=2, show_default=True)
 @click.option("--updates", type=click.IntRange(min=1), default=16, show_default=True,
               help="Mini-batch updates per iteration.")
-@click.option("--epsilon", type=click.FloatRange(0, 1), default=0.4, show_default=True,
+@click.option("--epsilon", type=FiniteFloatRange(0, 1), default=0.4, show_default=True,
               help="Job-aware exploration probability on bad states.")
 @click.option("--no-exploration", is_flag=True, help="Ablation: no job-aware exploration.")
 @click.option("--no-replay", is_flag=True, help="Ablation: learn only from the newest episodes.")
 @click.option("--no-critic", is_flag=True, help="Ablation: mean-return baseline instead of the critic.")
 @click.option("--per-job-reward", is_flag=True, help="Ablation: each action rewarded with its job's progress.")
-@click.option("--lr-actor", type=float, default=3e-4, show_default=True)
-@click.option("--lr-critic", type=float, default=1e-3, show_default=True)
-@click.option("--gamma", type=click.FloatRange(0, 1), default=0.9, show_default=True)
-@click.option("--lam", type=click.FloatRange(0, 1), default=0.9, show_default=True, help="TD(lambda) mixing.")
+@click.option("--lr-actor", type=FiniteFloatRange(min=0, min_open=True), default=3e-4, show_default=True)
+@click.option("--lr-critic", type=FiniteFloatRange(min=0, min_open=True), default=1e-3, show_default=True)
+@click.option("--gamma", type=FiniteFloatRange(0, 1), default=0.9, show_default=True)
+@click.option("--lam", type=FiniteFloatRange(0, 1), default=0.9, show_default=True, help="TD(lambda) mixing.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=256, show_default=True)
 @click.option("--replay-size", type=click.IntRange(min=1), default=8192, show_default=True)
-@click.option("--entropy-start", type=float, default=0.05, show_default=True)
-@click.option("--entropy-end", type=float, default=0.002, show_default=True)
+@click.option("--entropy-start", type=FiniteFloatRange(min=0), default=0.05, show_default=True)
+@click.option("--entropy-end", type=FiniteFloatRange(min=0), default=0.002, show_default=True)
 @click.option("--entropy-half-life", type=click.IntRange(min=1), default=300, show_default=True,
               help="Updates over which the entropy weight halves.")
 @click.option("--train-seeds", default="1-100", show_default=True)
@@ -169,13 +169,13 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
 @click.option("--tensorboard", is_flag=True, help="Also write TensorBoard logs (if installed).")
 @click.option("--reward", type=click.Choice(["progress", "jct"]), default="progress", show_default=True,
               help="progress: the paper's epochs-trained reward; jct: minus job-slots in the system (= -sum of JCTs).")
-@click.option("--reward-scale", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True)
+@click.option("--reward-scale", type=FiniteFloatRange(min=0, min_open=True), default=1.0, show_default=True)
 @click.option("--baseline", type=click.Choice(["critic", "input"]), default="critic", show_default=True,
               help="input: mean return of the other rollouts on the same trace (implies --same-trace).")
 @click.option("--same-trace", is_flag=True, help="All episodes of an iteration on one trace.")
-@click.option("--clip", type=click.FloatRange(0, 1, max_open=True), default=0.0, show_default=True,
+@click.option("--clip", type=FiniteFloatRange(0, 1, max_open=True), default=0.0, show_default=True,
               help="PPO-style clipping of the probability ratio (e.g. 0.2); 0: the paper's plain policy gradient.")
-@click.option("--rollback", type=click.FloatRange(min=0), default=0.0, show_default=True,
+@click.option("--rollback", type=FiniteFloatRange(min=0), default=0.0, show_default=True,
               help="When validation is more than this fraction above the best so far (e.g. 0.15), go back to "
                    "the best weights and halve the actor's learning rate; 0: off.")
 @click.option("--references", default="drf,optimus,srtf-gain", show_default=True,

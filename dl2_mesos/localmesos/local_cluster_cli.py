@@ -16,6 +16,8 @@ from typing import Any
 
 import click
 
+from dl2_mesos.cli_params import FiniteFloatRange
+
 from .runtime import ClusterConfig, LocalMesos, agent_configs
 
 logger = logging.getLogger(__name__)
@@ -94,7 +96,7 @@ async def run_until_signalled(config: ClusterConfig, ready_file: str | None, ech
 # the defaults are DL2's reference node (8 cpus, 2 gpus, 48 GiB; see job_types): one task of every
 # job type fits an agent (the GPU types' workers need a GPU; 0-GPU agents run only cnn-text-classification
 # and dssm, and the framework refuses the other types at submit)
-@click.option("--cpus", default=8.0, show_default=True, type=click.FloatRange(0), help="CPUs per agent.")
+@click.option("--cpus", default=8.0, show_default=True, type=FiniteFloatRange(0), help="CPUs per agent.")
 @click.option("--gpus", default=2, show_default=True, type=click.IntRange(0),
               help="GPUs per agent (accounted resources, handed to tasks as CUDA_VISIBLE_DEVICES indices).")
 @click.option("--mem", default="48GiB", show_default=True, help="Memory per agent (e.g. 16GiB, 4096MiB).")
@@ -106,24 +108,25 @@ async def run_until_signalled(config: ClusterConfig, ready_file: str | None, ech
 @click.option("--zk", default=None, help="Register the master in ZooKeeper, e.g. zk://127.0.0.1:2181/mesos.")
 @click.option("--work-dir", default=None, help="Folder for executor sandboxes (default: a temporary folder).")
 @click.option(
-    "--port-base", default=31000, show_default=True, type=int, help="First port of agent 0's port range."
+    "--port-base", default=31000, show_default=True, type=click.IntRange(1, 65535),
+    help="First port of agent 0's port range.",
 )
 @click.option(
     "--attribute", "attributes", multiple=True, help="NAME=VALUE attribute for every agent (repeatable)."
 )
 @click.option(
-    "--heartbeat-interval", default=15.0, show_default=True, type=float, help="Scheduler HEARTBEAT seconds."
+    "--heartbeat-interval", default=15.0, show_default=True, type=FiniteFloatRange(min=0, min_open=True), help="Scheduler HEARTBEAT seconds."
 )
 @click.option(
-    "--allocation-interval", default=1.0, show_default=True, type=float, help="Offer cycle seconds."
+    "--allocation-interval", default=1.0, show_default=True, type=FiniteFloatRange(min=0, min_open=True), help="Offer cycle seconds."
 )
-@click.option("--executor-shutdown-grace-period", default=5.0, show_default=True, type=float)
-@click.option("--executor-registration-timeout", default=60.0, show_default=True, type=float)
+@click.option("--executor-shutdown-grace-period", default=5.0, show_default=True, type=FiniteFloatRange(min=0))
+@click.option("--executor-registration-timeout", default=60.0, show_default=True, type=FiniteFloatRange(min=0, min_open=True))
 @click.option(
     "--status-update-retry-interval",
     default=10.0,
     show_default=True,
-    type=float,
+    type=FiniteFloatRange(min=0, min_open=True),
     help="First re-send interval for unacknowledged status updates.",
 )
 @click.option(

@@ -53,7 +53,16 @@ def agent_configs(
     ports_per_agent: int = 1000,
     **options: Any,
 ) -> tuple[AgentConfig, ...]:
-    """``count`` identical agents with disjoint port ranges and a ``rack``-free attribute ``agent``."""
+    """``count`` identical agents with disjoint port ranges and a ``rack``-free attribute ``agent``.
+
+    Raises:
+        ValueError: the agents' port ranges would not fit in 1-65535.
+    """
+    last = port_base + count * ports_per_agent - 1
+    if port_base < 1 or (count and last > 65535):
+        raise ValueError(
+            f"port ranges {port_base}-{last} ({count} agents x {ports_per_agent} ports) do not fit in 1-65535"
+        )
     out = []
     for i in range(count):
         lo = port_base + i * ports_per_agent

@@ -1,4 +1,4 @@
-"""Output paths are checked before the work that fills them; file errors are one line, not a traceback."""
+"""Command-line values checked when the command line is read: output paths writable, numbers finite; file errors are one line."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from dl2_mesos.cli import main
-from dl2_mesos.output_paths import output_file, output_folder
+from dl2_mesos.cli_params import FiniteFloatRange, output_file, output_folder
 
 
 def _blocked(tmp_path):
@@ -66,3 +66,37 @@ def test_a_file_error_inside_a_command_is_one_line(tmp_path, monkeypatch):
     assert res.exit_code == 1 and res.output == f"Error: {missing}: No such file or directory\n"
     res = CliRunner().invoke(main, ["faults"])
     assert isinstance(res.exception, ConnectionRefusedError)
+
+
+def test_finite_float_range_refuses_nan_and_inf_and_keeps_its_bounds():
+    positive = FiniteFloatRange(min=0, min_open=True)
+    assert positive.convert("2.5", None, None) == 2.5
+    for bad in ("nan", "inf", "-inf", float("nan"), "NaN"):
+        with pytest.raises(click.BadParameter, match="not a finite number"):
+            positive.convert(bad, None, None)
+    with pytest.raises(click.BadParameter, match="not in the range x>0"):
+        positive.convert("0", None, None)
+    with pytest.raises(click.BadParameter, match="not a valid float"):
+        positive.convert("fast", None, None)
+
+
+@pytest.mark.parametrize(
+    "args, msg",
+    [
+        (["local-cluster", "--cpus", "nan"], "not a finite number"),
+        (["local-cluster", "--heartbeat-interval", "0"], "not in the range x>0"),
+        (["local-cluster", "--status-update-retry-interval", "inf"], "not a finite number"),
+        (["local-cluster", "--port-base", "0"], "not in the range 1<=x<=65535"),
+        (["local-cluster", "--agents", "3", "--port-base", "64000"], "do not fit in 1-65535"),
+        (["simulate", "--preset", "tiny", "--slot-seconds", "inf"], "not a finite number"),
+        (["train", "sl", "--lr", "nan"], "not a finite number"),
+        (["train", "rl", "--lr-actor", "nan"], "not a finite number"),
+        (["train", "rl", "--entropy-start", "-1"], "not in the range x>=0"),
+        (["demo", "--epochs-scale", "nan"], "not a finite number"),
+        (["submit", "--type", "dssm", "--epochs", "inf"], "not a finite number"),
+    ],
+)
+@pytest.mark.timeout(60)  # a value let through would start a local cluster that runs until signalled
+def test_commands_refuse_numbers_that_are_not_finite_before_starting(args, msg):
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 2 and msg in res.output, res.output

@@ -1,19 +1,39 @@
-"""Output paths given on the command line, checked before the work that fills them.
+"""Command-line values checked when the command line is read, before any work starts.
 
-A training run or an evaluation that takes minutes must not end by failing to write its
-result: ``--out``, ``--json``, ``-o`` and the like are checked when the command line is read.
-The folder is made (the command would make it anyway) and a file is created and removed in
-it, which is the one test that holds for every user, root included, and on read-only or full
-file systems.
+* **Output paths** (``--out``, ``--json``, ``-o`` ...): a training run or an evaluation that
+  takes minutes must not end by failing to write its result. The folder is made (the command
+  would make it anyway) and a file is created and removed in it, the one test that holds for
+  every user, root included, and on read-only or full file systems.
+* **Numbers** (:class:`FiniteFloatRange`): click's ``FloatRange`` lets ``nan`` through every
+  bound (every comparison with nan is false) and ``inf`` through an open top; neither is a
+  number of seconds, CPUs or a learning rate.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import click
+
+
+class FiniteFloatRange(click.FloatRange):
+    """``click.FloatRange`` that refuses ``nan`` and ``inf`` (same arguments)."""
+
+    name = "float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        rv = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return super().convert(rv, param, ctx)
+
+
+#: any finite float (for options with no range of their own)
+FINITE_FLOAT = FiniteFloatRange()
 
 
 def _check_folder(folder: Path, what: str) -> None:
@@ -52,4 +72,4 @@ def output_folder(ctx: click.Context, param: click.Parameter, value: str | None)
     return value
 
 
-__all__ = ["output_file", "output_folder"]
+__all__ = ["FINITE_FLOAT", "FiniteFloatRange", "output_file", "output_folder"]
