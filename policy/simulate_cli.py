@@ -13,6 +13,7 @@ import click
 
 from dl2_mesos.errors import ConfigError, Dl2Error, TraceFormatError, UnknownPolicy
 from dl2_mesos.cli_params import FiniteFloatRange, output_file, output_folder
+from dl2_mesos.policy.sim.settings import MAX_NODES
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +118,7 @@ def trace_source_options(f):
             "--trace-base", default="small", show_default=True,
             help="Preset whose cluster (nodes, slot length) the trace runs on.",
         ),
-        click.option("--trace-agents", type=click.IntRange(min=1), help="Number of nodes for the trace."),
+        click.option("--trace-agents", type=click.IntRange(1, MAX_NODES), help="Number of nodes for the trace."),
         click.option(
             "--augment-window", type=FiniteFloatRange(min=0, min_open=True), metavar="SECONDS",
             help="Each episode: a random window of this many seconds of the trace.",
@@ -314,7 +315,7 @@ def _plot(results: dict, slot_seconds: float, path: str) -> None:
     help="Trace-generator overrides of the preset, e.g. num_jobs=50,arrival=poisson,max_arrivals_per_slot=3.",
 )
 @click.option("--seeds", default="1-5", show_default=True, help="Seeds: range 1-5, list 1,4,9, or one.")
-@click.option("--agents", type=click.IntRange(min=1), help="Number of nodes (overrides the preset).")
+@click.option("--agents", type=click.IntRange(1, MAX_NODES), help="Number of nodes (overrides the preset).")
 @click.option(
     "--slot-seconds", type=FiniteFloatRange(min=1.0), help="Slot length in seconds (overrides the preset)."
 )

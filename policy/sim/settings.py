@@ -42,6 +42,7 @@ from pathlib import Path
 
 from dl2_mesos.errors import ConfigError
 from dl2_mesos.job_types import get_job_type, job_type_names
+from dl2_mesos.jobs import MAX_EPOCHS, MAX_TASKS_PER_ROLE
 from dl2_mesos.policy.sim.augment import AugmentConfig
 from dl2_mesos.resources import Resources
 
@@ -49,6 +50,14 @@ from dl2_mesos.resources import Resources
 #: prototype; the testbed servers of DL2 §6.2 differ).
 REFERENCE_AGENT = Resources(cpus=8.0, gpus=2.0, mem=48 * 1024.0)
 ARRIVAL_PROCESSES = ("poisson", "google", "uniform")
+
+
+#: Far above any cluster or trace studied (the paper's: 500 nodes, 1600 jobs), below what would
+#: hang a run before its first slot (a node list or a trace built in memory, element by element).
+MAX_NODES = 100_000
+MAX_TRACE_JOBS = 1_000_000
+#: the longest generated job is its type's fraction x max_epochs x 1.09 (``fixed_length`` False)
+_MAX_LENGTH_FACTOR = 1.09
 
 
 @dataclass(frozen=True)
@@ -84,8 +93,8 @@ class SimConfig:
             object.__setattr__(self, "agents", tuple(self.agents))
             if not self.agents:
                 raise ConfigError("SimConfig.agents: must list at least one node")
-        elif self.num_agents < 1:
-            raise ConfigError(f"SimConfig.num_agents: must be >= 1, got {self.num_agents}")
+        elif not 1 <= self.num_agents <= MAX_NODES:
+            raise ConfigError(f"SimConfig.num_agents: must be between 1 and {MAX_NODES}, got {self.num_agents}")
         if not self.slot_seconds > 0:
             raise ConfigError(f"SimConfig.slot_seconds: must be > 0, got {self.slot_seconds}")
         if self.max_slots < 1:
@@ -172,8 +181,8 @@ class TraceConfig:
         object.__setattr__(self, "files", tuple(str(f) for f in self.files))
         if self.augment is not None and not isinstance(self.augment, AugmentConfig):
             raise ConfigError("TraceConfig.augment: must be an AugmentConfig")
-        if self.num_jobs < 1:
-            raise ConfigError(f"TraceConfig.num_jobs: must be >= 1, got {self.num_jobs}")
+        if not 1 <= self.num_jobs <= MAX_TRACE_JOBS:
+            raise ConfigError(f"TraceConfig.num_jobs: must be between 1 and {MAX_TRACE_JOBS}, got {self.num_jobs}")
         if self.arrival not in ARRIVAL_PROCESSES:
             raise ConfigError(
                 f"TraceConfig.arrival: must be one of {', '.join(ARRIVAL_PROCESSES)}, got {self.arrival!r}"
@@ -182,8 +191,8 @@ class TraceConfig:
             raise ConfigError(
                 f"TraceConfig.max_arrivals_per_slot: must be >= 1, got {self.max_arrivals_per_slot}"
             )
-        if not self.max_epochs > 0:
-            raise ConfigError(f"TraceConfig.max_epochs: must be > 0, got {self.max_epochs}")
+        if not (math.isfinite(self.max_epochs) and self.max_epochs > 0):
+            raise ConfigError(f"TraceConfig.max_epochs: must be a finite number > 0, got {self.max_epochs}")
         if not self.job_types:
             raise ConfigError("TraceConfig.job_types: must name at least one job type")
         names = []
@@ -193,8 +202,15 @@ class TraceConfig:
             except KeyError as exc:
                 raise ConfigError(f"TraceConfig.job_types: {exc.args[0]}") from None
         object.__setattr__(self, "job_types", tuple(names))
-        if self.max_ps < 1 or self.max_workers < 1:
-            raise ConfigError("TraceConfig.max_ps / max_workers: must be >= 1")
+        longest = max(get_job_type(t).num_epochs_fraction for t in names) * self.max_epochs
+        longest *= 1.0 if self.fixed_length else _MAX_LENGTH_FACTOR
+        if longest > MAX_EPOCHS:
+            raise ConfigError(
+                f"TraceConfig.max_epochs: {self.max_epochs:g} gives jobs of up to {longest:g} epochs, "
+                f"above a job's limit of {MAX_EPOCHS:g}"
+            )
+        if not (1 <= self.max_ps <= MAX_TASKS_PER_ROLE and 1 <= self.max_workers <= MAX_TASKS_PER_ROLE):
+            raise ConfigError(f"TraceConfig.max_ps / max_workers: must be between 1 and {MAX_TASKS_PER_ROLE}")
         if not self.slot_seconds > 0:
             raise ConfigError(f"TraceConfig.slot_seconds: must be > 0, got {self.slot_seconds}")
         if not (math.isfinite(self.arrival_scale) and self.arrival_scale > 0):

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from dl2_mesos.errors import ConfigError
+from dl2_mesos.job_types import get_job_type, job_type_names
 from dl2_mesos.policy.sim.settings import PRESETS, REFERENCE_AGENT, SimConfig, TraceConfig, preset
+from dl2_mesos.policy.sim.trace import generate_trace
 
 
 def test_presets():
@@ -36,6 +38,7 @@ def test_restart_seconds_resolution():
         {"restart_seconds": {"nope": 1.0}},
         {"restart_seconds": {"dssm": -1.0}},
         {"agents": ()},
+        {"num_agents": 100_001},
     ],
 )
 def test_bad_sim_config(kw):
@@ -54,8 +57,23 @@ def test_bad_sim_config(kw):
         {"arrival_scale": 0.0},
         {"arrival_scale": float("nan")},
         {"arrival_scale": float("inf")},
+        {"num_jobs": 1_000_001},
+        {"max_epochs": float("inf")},
+        {"max_epochs": 1e300},
+        {"max_ps": 1001},
+        {"max_workers": 0},
     ],
 )
 def test_bad_trace_config(kw):
     with pytest.raises(ConfigError):
         TraceConfig(**kw)
+
+
+def test_max_epochs_is_bounded_by_the_longest_job_it_generates():
+    longest = max(get_job_type(t).num_epochs_fraction for t in job_type_names())
+    fits = 1e6 / longest
+    TraceConfig(max_epochs=fits)  # fixed length: exactly at the job limit
+    with pytest.raises(ConfigError, match="above a job's limit"):
+        TraceConfig(max_epochs=fits, fixed_length=False)  # up to 1.09 x that
+    for seed in (1, 2):
+        generate_trace(TraceConfig(num_jobs=40, max_epochs=fits / 1.09, fixed_length=False), seed)
