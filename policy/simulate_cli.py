@@ -673,11 +673,7 @@ def matrix(policies, seeds, points, quick, model_path, workers, max_slots, out, 
             cache = mx.RunCache(cache_path)
         except ConfigError as exc:
             raise click.ClickException(str(exc)) from None
-    out_dir = Path(out)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise click.ClickException(f"cannot create {out}: {exc}") from None
+    out_dir = Path(out)  # made and checked writable when the command line was read (output_folder)
     total = len(names) * len(seed_list) * len(point_list)
     with tqdm(
         total=total, desc="matrix", unit="run", disable=(not progress) if progress is not None else None
