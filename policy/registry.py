@@ -31,6 +31,7 @@ _ONLINE_MODELS: dict[str, str] = {
 _TEACHERS: dict[str, str] = {
     "srpt-elastic": "dl2_mesos.policy.dl2.teacher:ElasticSRPTTeacher",
     "srpt-elastic-a1": "dl2_mesos.policy.dl2.teacher:ElasticSRPTTeacherA1",
+    "srpt-elastic-min": "dl2_mesos.policy.dl2.teacher:ElasticSRPTTeacherMin",
 }
 BASELINES = ("drf", "tetris", "optimus", "fifo", "srtf", "srtf-gain", "tiresias")
 # baselines that run in a process and environment of their own (seconds per slot, not milliseconds)
@@ -62,7 +63,7 @@ def teacher_names() -> tuple[str, ...]:
 
 
 def make_teacher(name: str) -> Policy:
-    """A teacher by name: ``srpt-elastic``, ``srpt-elastic-a1`` or a policy (``drf``, ``optimus``...).
+    """A teacher by name: ``srpt-elastic``, ``srpt-elastic-a1``, ``srpt-elastic-min`` or a policy (``drf``, ``optimus``...).
 
     Raises:
         UnknownPolicy: ``name`` is neither.

@@ -53,7 +53,7 @@ def train() -> None:
 @train.command("sl")
 @click.option("--teacher", default="drf", show_default=True,
               help="Policy to imitate: any registry baseline, srpt-elastic (the elastic SRPT teacher) or srpt-elastic-a1 "
-                   "(the same with alpha 1).")
+                   "(the same with alpha 1), srpt-elastic-min (alpha 1, every job admitted at its minimum).")
 @click.option("--preset", default="reference", show_default=True)
 @click.option("--seeds", default="1-8", show_default=True, help="Training trace seeds (range or list).")
 @click.option("--epochs", type=click.IntRange(min=1), default=30, show_default=True)

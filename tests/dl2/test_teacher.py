@@ -1,4 +1,5 @@
-"""The elastic SRPT teachers of the supervised warm-up (``srpt-elastic``, ``srpt-elastic-a1``)."""
+"""The elastic SRPT teachers of the supervised warm-up (``srpt-elastic``, ``srpt-elastic-a1``,
+``srpt-elastic-min``)."""
 
 from __future__ import annotations
 
@@ -20,12 +21,16 @@ def test_teachers_by_name():
     assert isinstance(a2, ElasticSRPTTeacher) and isinstance(a1, ElasticSRPTTeacher)
     assert (a2.alpha, a1.alpha) == (2.0, 1.0)
     assert (a2.name, a1.name) == ("srpt-elastic", "srpt-elastic-a1")
+    low = make_teacher("srpt-elastic-min")
+    assert isinstance(low, ElasticSRPTTeacher) and (low.name, low.alpha, low.keep_running) == (
+        "srpt-elastic-min", 1.0, False)
+    assert a1.keep_running and a2.keep_running
     assert make_teacher("drf").name == "drf"
     with pytest.raises(UnknownPolicy):
         make_teacher("srpt-elastic-a3")
 
 
-@pytest.mark.parametrize("name", ["srpt-elastic", "srpt-elastic-a1"])
+@pytest.mark.parametrize("name", ["srpt-elastic", "srpt-elastic-a1", "srpt-elastic-min"])
 def test_allocations_are_valid_and_shortest_first_on_a_full_cluster(name):
     teacher = make_teacher(name)
     # 24 jobs on 2 nodes, none running: not all of them fit even at their minimum
@@ -45,7 +50,7 @@ def test_allocations_are_valid_and_shortest_first_on_a_full_cluster(name):
         assert flags == sorted(flags, reverse=True), (ids, flags)
 
 
-@pytest.mark.parametrize("name", ["srpt-elastic", "srpt-elastic-a1"])
+@pytest.mark.parametrize("name", ["srpt-elastic", "srpt-elastic-a1", "srpt-elastic-min"])
 def test_a_contended_run_ends_with_every_job_finished(name):
     cfg, tc = preset("testbed-rho2")
     trace = generate_trace(tc, 1001)
@@ -54,7 +59,21 @@ def test_a_contended_run_ends_with_every_job_finished(name):
     assert metrics.avg_jct > 0
 
 
-def test_next_action_labels_rebuild_the_teachers_allocation():
+def test_admission_at_the_minimum_shrinks_a_running_job_to_start_a_waiting_one():
+    """One node: the shorter job runs 1 PS + 2 workers and fills it, the other waits. Keeping
+    running jobs at their size (``srpt-elastic-a1``) leaves the second waiting; admitting every
+    job at its minimum first (``srpt-elastic-min``) shrinks the first to 1 + 1 and starts both."""
+    state = make_state(2, 1, running={"j0000": (1, 2)})
+    counts = {name: {jid: (a.num_ps, a.num_workers) for jid, a in make_teacher(name).decide(state).items()
+                     if a.num_workers > 0}
+              for name in ("srpt-elastic-a1", "srpt-elastic-min")}
+    assert counts["srpt-elastic-a1"] == {"j0000": (1, 2)}
+    assert counts["srpt-elastic-min"] == {"j0000": (1, 1), "j0001": (1, 1)}
+    validate_allocation(make_teacher("srpt-elastic-min").decide(state), state)
+
+
+@pytest.mark.parametrize("name", ["srpt-elastic-a1", "srpt-elastic-min"])
+def test_next_action_labels_rebuild_the_teachers_allocation(name):
     """Followed from the slot start, the teacher's next-action labels rebuild its allocation
     (all but the slots where per-agent placement parts from the teacher's aggregate plan), on
     states of two contended presets; every label is valid where it is given."""
@@ -64,7 +83,7 @@ def test_next_action_labels_rebuild_the_teachers_allocation():
     from dl2_mesos.policy.dl2.supervised import teacher_steps
 
     cfg = DL2Config(window=6, hidden=16, actions="elastic")
-    teacher = make_teacher("srpt-elastic-a1")
+    teacher = make_teacher(name)
     compared = rebuilt = 0
     for point, seed in (("tiny", 3), ("small", 4)):
         sim = make_sim(point, seed, 25)
