@@ -45,7 +45,7 @@ def _fmt(v: float | None, unit: str = "s") -> str:
 @click.option("--seed", default=101, show_default=True)
 @click.option("--timeout", default=240.0, show_default=True, help="Seconds per run.")
 @click.option("--skip-rollback", is_flag=True, help="Only the frozen/online comparison.")
-@click.option("--teacher", default="srpt-elastic-a1", show_default=True,
+@click.option("--teacher", default="srpt-elastic-min", show_default=True,
               help="A third run whose online updates imitate this teacher on the live states (online DAgger); "
                    "'' skips it.")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False))

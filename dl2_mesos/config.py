@@ -99,7 +99,7 @@ class Config:
     # online updates imitate this teacher on the live states (online DAgger; measured to help
     # on a drifted workload where reinforcement did not reliably); "none" learns by
     # reinforcement from the slots' rewards instead (the paper's online phase)
-    online_teacher: str = "srpt-elastic-a1"
+    online_teacher: str = "srpt-elastic-min"
     # --- HTTP API ----------------------------------------------------------------------------
     api: str = "0.0.0.0:8080"  # listen host:port
     advertise_url: str = ""  # URL other replicas redirect to ("" = http://<hostname>:<port>)

@@ -1,10 +1,13 @@
 """Online imitation: DAgger on the live cluster, an alternative to the paper's online RL.
 
-The shipped model was trained by imitating a teacher (``srpt-elastic-a1``) on simulated traces,
-then on the states its own decisions reach (DAgger). When the live workload drifts away from
-those traces (other job types, longer jobs, faster arrivals) the student meets states it never
-saw, and there it trails its teacher by more than on its training traces (10-15% of the drifted
-jobs' avg JCT in the simulator, against 2.5-3% in distribution; see the README). Online
+The shipped model was trained by imitating a teacher (``srpt-elastic-min``) on simulated
+traces, then on the states its own decisions reach (DAgger). When the live workload drifts away
+from those traces (other job types, longer jobs, faster arrivals) the student may meet states it
+never saw and trail its teacher there by more than on its training traces (the previous model,
+v7, trailed its teacher by 10-15% of the drifted jobs' avg JCT on the drift bench's workload in
+the simulator, against 2.5-3% in distribution; see the README). Where the student already
+matches its teacher, imitation has nothing to gain and its updates only add noise (v8 on that
+same workload: see the README). Online
 imitation continues DAgger on the cluster: every slot DL2 decided is labelled with the teacher's
 decision from the same state (the teacher's label path, :func:`~.supervised.teacher_steps`),
 and the actor takes a few cross-entropy steps on the labels of the last ``keep_slots`` slots.

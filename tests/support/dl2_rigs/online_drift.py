@@ -322,7 +322,7 @@ def run_drift(workload: list[DriftJob], *, online: bool, agents: int = 13, slot_
     """Run ``workload`` live under DL2 (online updates on or off) and measure it.
 
     ``online_teacher``: the framework's ``online_teacher`` setting (None: its default, online
-    imitation of ``srpt-elastic-a1``; "none": reinforcement from the rewards).
+    imitation of ``srpt-elastic-min``; "none": reinforcement from the rewards).
 
     ``inject_after_slot``: at the first window boundary after that slot, the online update is
     replaced by :func:`corrupt` (a regression rollback must catch); ``stop_after_rollback``
