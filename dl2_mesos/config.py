@@ -96,9 +96,10 @@ class Config:
     online_window: int = 10  # slots per reward window (rollback check)
     rollback_margin: float = 0.2  # roll back when window reward < (1 - margin) * baseline
     model_keep: int = 5  # model versions kept in the state store
-    # online updates imitate this teacher on the live states (online DAgger; measured to help
-    # on a drifted workload where reinforcement did not reliably); "none" learns by
-    # reinforcement from the slots' rewards instead (the paper's online phase)
+    # online updates imitate this teacher on the live states (online DAgger; it helps a model
+    # that trails its teacher on a drifted workload, where reinforcement did not reliably; the
+    # shipped model's own teacher); "none" learns by reinforcement from the slots' rewards
+    # instead (the paper's online phase)
     online_teacher: str = "srpt-elastic-min"
     # --- HTTP API ----------------------------------------------------------------------------
     api: str = "0.0.0.0:8080"  # listen host:port
