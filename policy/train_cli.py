@@ -45,6 +45,13 @@ def _order_option(f):
                              "arrival. With --init: the checkpoint's unless given.")(f)
 
 
+def _prune_option(f):
+    return click.option("--prune-growth/--no-prune-growth", default=None,
+                        help="Mask grow actions that cannot make a job faster by the measured speed table "
+                             "(no size at or beyond the grown one is faster). Default: off for a new model; "
+                             "with --init the checkpoint's unless given.")(f)
+
+
 @click.group()
 def train() -> None:
     """Train the DL2 policy: `sl` (supervised warm-up), then `rl` (actor-critic)."""
@@ -78,9 +85,11 @@ def train() -> None:
               help="Continue from this checkpoint (its model options win), e.g. for more DAgger rounds.")
 @_model_options
 @_order_option
+@_prune_option
 @trace_source_options
 def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also, dagger, dagger_epochs, shrink_weight,
-             dagger_within, seed, out, init, window, hidden, layers, arch, start, actions, order, **trace_opts):
+             dagger_within, seed, out, init, window, hidden, layers, arch, start, actions, order, prune_growth,
+             **trace_opts):
     """Supervised warm-up: imitate TEACHER's decisions (cross entropy, void labelled)."""
     preset = trace_source_preset(preset, trace_opts)
     from tqdm import tqdm
@@ -97,7 +106,7 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
         raise click.BadParameter(f"unknown teacher {teacher!r}; known: {', '.join(known)}", param_hint="--teacher")
     try:
         mcfg = DL2Config(window=window, hidden=hidden, layers=layers, arch=arch, start=start, actions=actions,
-                         order=order or "priority")
+                         order=order or "priority", prune_growth=bool(prune_growth))
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     seed_list = _seeds(seeds, "--seeds")
@@ -122,7 +131,8 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
                       sl_cfg=SLConfig(lr=lr, batch_size=batch_size, epochs=epochs, seed=seed,
                                      shrink_weight=shrink_weight),
                       label_running=label_running, progress=prog, extra=extra, dagger_rounds=dagger,
-                      dagger_epochs=dagger_epochs, init=init, order=order, dagger_within=dagger_within)
+                      dagger_epochs=dagger_epochs, init=init, order=order, dagger_within=dagger_within,
+                      prune_growth=prune_growth)
     except (Dl2Error, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     finally:

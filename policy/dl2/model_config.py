@@ -44,6 +44,10 @@ class DL2Config:
         order: the order the loop sees the jobs in (windows, starters): ``"arrival"`` or
             ``"priority"`` (see :mod:`~dl2_mesos.policy.dl2.priority`). Checkpoints without
             the field (up to ``dl2-elastic-v5``) load as ``"arrival"``.
+        prune_growth: mask grow actions that cannot make the job faster by the measured speed
+            table (no size at or beyond the grown one is faster than the job's size now; see
+            :mod:`~dl2_mesos.policy.dl2.growth`). A rule of the decision loop, not of the
+            weights; checkpoints without the field (up to ``dl2-elastic-v8``) load with it off.
     """
 
     window: int = 40
@@ -54,6 +58,7 @@ class DL2Config:
     max_steps_per_slot: int = 20000
     actions: str = "grow"
     order: str = "arrival"
+    prune_growth: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.window, int) or self.window < 1:
@@ -70,6 +75,8 @@ class DL2Config:
             raise ConfigError(f"actions must be one of {tuple(ACTION_SPACES)}, got {self.actions!r}")
         if self.order not in ORDERS:
             raise ConfigError(f"order must be one of {ORDERS}, got {self.order!r}")
+        if not isinstance(self.prune_growth, bool):
+            raise ConfigError(f"prune_growth must be true or false, got {self.prune_growth!r}")
 
     @property
     def num_actions(self) -> int:

@@ -46,6 +46,7 @@ import numpy as np
 from dl2_mesos.allocation import Allocation, JobAllocation, validate_allocation
 from dl2_mesos.cluster import ClusterState
 from dl2_mesos.placement import PlacementBoard
+from dl2_mesos.policy.dl2.growth import speed_and_best_beyond, useful_growth
 from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.priority import job_order
 from dl2_mesos.policy.dl2.features import (
@@ -161,6 +162,15 @@ class SlotContext:
             self.ps = np.zeros(n, dtype=np.int64)
             self.w = np.zeros(n, dtype=np.int64)
         max_ps, max_w = self.max_ps.tolist(), self.max_w.tolist()
+        #: per job row: whether +worker, +PS, +bundle can still make it faster (growth.py);
+        #: all True when the config does not prune growth
+        self._useful = np.ones((n, 3), dtype=bool)
+        self._grids: list[tuple[np.ndarray, np.ndarray]] | None = None
+        if config.prune_growth:
+            self._grids = [speed_and_best_beyond(j.spec.job_type, mp, mw, bool(u))
+                           for j, mp, mw, u in zip(jobs, max_ps, max_w, self.uses_ps.tolist())]
+            for i in range(n):
+                self._refresh_useful(i)
         self._waiting = 0
         #: job rows in the configured order (starters, no-stall restart) and the window sequence
         self.rank, sequence = job_order(state, config.order)
@@ -184,6 +194,12 @@ class SlotContext:
         self.windows: list[np.ndarray] = [
             np.array(eligible[k : k + self.J], dtype=np.int64) for k in range(0, len(eligible), self.J)
         ]
+
+    def _refresh_useful(self, i: int) -> None:
+        """Recompute job row ``i``'s useful grow kinds after its counts changed."""
+        if self._grids is not None:
+            speed, best = self._grids[i]
+            self._useful[i] = useful_growth(speed, best, int(self.ps[i]), int(self.w[i]))
 
     @property
     def free(self) -> np.ndarray:
@@ -255,6 +271,8 @@ class SlotContext:
         if kind != WORKER:
             self.ps[i] += 1
             self._where[i][1].append(a)
+        if self._grids is not None:
+            self._refresh_useful(i)
         return True
 
     def _release(self, a: int, d: Resources) -> None:
@@ -290,6 +308,8 @@ class SlotContext:
             self.ps[i] -= 1
         if self.ps[i] == 0 and self.w[i] == 0 and self._fitcount is not None:
             self._waiting += 1
+        if self._grids is not None:
+            self._refresh_useful(i)
 
     def _agent_load(self, a: int) -> float:
         (cc, cg, _), (uc, ug, _) = self._acap[a], self._aused[a]
@@ -340,10 +360,11 @@ class SlotContext:
         start = zero & (d == 0) & np.where(self.uses_ps[window],
                                            fits[kinds[:, 2]] | (fits[kinds[:, 0]] & fits[kinds[:, 1]]),
                                            fits[kinds[:, 0]])
+        useful = self._useful[window]
         jm = np.zeros((k, K), dtype=bool)
-        jm[:, 0] = can_w & fits[kinds[:, 0]]
-        jm[:, 1] = can_p & fits[kinds[:, 1]]
-        jm[:, 2] = (can_w & can_p & fits[kinds[:, 2]]) | start
+        jm[:, 0] = can_w & fits[kinds[:, 0]] & useful[:, 0]
+        jm[:, 1] = can_p & fits[kinds[:, 1]] & useful[:, 1]
+        jm[:, 2] = (can_w & can_p & fits[kinds[:, 2]] & useful[:, 2]) | start
         if self.elastic:
             shrink = run & (d != _GROWN)
             jm[:, SHRINK_WORKER] = shrink & (w > self.start_w[window])
@@ -367,9 +388,10 @@ class SlotContext:
             return
         if d != _SHRUNK:
             cw, cp = w < self.max_w[i], p < self.max_ps[i]
-            out[WORKER] = cw and fc[kw] > 0
-            out[PS] = cp and fc[kp] > 0
-            out[BUNDLE] = cw and cp and fc[kb] > 0
+            uw, up, ub = self._useful[i]
+            out[WORKER] = cw and uw and fc[kw] > 0
+            out[PS] = cp and up and fc[kp] > 0
+            out[BUNDLE] = cw and cp and ub and fc[kb] > 0
         if self.elastic and d != _GROWN:
             out[SHRINK_WORKER] = w > self.start_w[i]
             out[SHRINK_PS] = p > self.start_ps[i]
@@ -435,6 +457,8 @@ class SlotContext:
         if kind in (WORKER, PS, BUNDLE):
             if d == _SHRUNK or (kind != PS and w >= self.max_w[i]) or (kind != WORKER and p >= self.max_ps[i]):
                 raise ValueError(f"action {action} exceeds job {self.job_ids[i]}'s caps")
+            if not self._useful[i, kind]:
+                raise ValueError(f"action {action} cannot make job {self.job_ids[i]} faster (masked)")
             ok = self._place(i, kind)
             if ok:
                 self.dir[i] = _GROWN

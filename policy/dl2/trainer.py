@@ -328,6 +328,7 @@ def run_sl(
     init: str | Path | None = None,
     order: str | None = None,
     dagger_within: bool = False,
+    prune_growth: bool | None = None,
 ) -> dict[str, Any]:
     """Generate teacher labels on ``seeds`` and train a fresh model on them; saves to ``out_path``.
 
@@ -336,6 +337,8 @@ def run_sl(
     ``init``: continue from this checkpoint's weights (its config wins over ``model_cfg``).
     ``order``: when given, the job order of the model trained (overrides ``init``'s: the order
     does not change the weights' shapes, so a model can be moved to another order and tuned).
+    ``prune_growth``: when given, whether the trained model's decision loop masks growth that
+    cannot make a job faster (overrides ``init``'s, like ``order``).
     ``dagger_rounds``: after the first training, that many DAgger rounds: the student drives
     the same traces, the teacher labels the states it reaches, and training continues on all
     labels collected so far (``dagger_epochs`` epochs per round, default ``sl_cfg.epochs``).
@@ -353,8 +356,10 @@ def run_sl(
         model_cfg = start_net.cfg
     if order is not None:
         model_cfg = replace(model_cfg, order=order)
-        if start_net is not None:
-            start_net.cfg = model_cfg
+    if prune_growth is not None:
+        model_cfg = replace(model_cfg, prune_growth=prune_growth)
+    if start_net is not None:
+        start_net.cfg = model_cfg
     episodes: list[list[SlotData]] = []
     sources = [(preset, seeds), *extra]
     for name, seed_list in sources:

@@ -81,3 +81,23 @@ def test_mixed_preset_options_reject_unknown_presets():
     assert res.exit_code != 0 and "PRESET=SEEDS" in res.output
     res = r.invoke(main, ["train", "rl", "--preset", "reference,nowhere"])
     assert res.exit_code != 0 and "unknown preset" in res.output
+
+
+def test_train_sl_prune_growth_flag_sets_and_keeps_the_models_rule(tmp_path):
+    from dl2_mesos.policy.dl2.checkpoint import load_checkpoint
+
+    r = CliRunner()
+    base = ["train", "sl", "--teacher", "optimus", "--preset", "tiny", "--seeds", "1", "--epochs", "1"]
+    plain, pruned, kept, off = (tmp_path / f"{n}.pt" for n in ("plain", "pruned", "kept", "off"))
+    res = r.invoke(main, [*base, "--window", "6", "--hidden", "16", "--out", str(plain)])
+    assert res.exit_code == 0, res.output
+    assert load_checkpoint(plain).config.prune_growth is False, "off for a new model unless asked"
+    res = r.invoke(main, [*base, "--init", str(plain), "--prune-growth", "--out", str(pruned)])
+    assert res.exit_code == 0, res.output
+    assert load_checkpoint(pruned).config.prune_growth is True
+    res = r.invoke(main, [*base, "--init", str(pruned), "--out", str(kept)])
+    assert res.exit_code == 0, res.output
+    assert load_checkpoint(kept).config.prune_growth is True, "with --init: the checkpoint's"
+    res = r.invoke(main, [*base, "--init", str(kept), "--no-prune-growth", "--out", str(off)])
+    assert res.exit_code == 0, res.output
+    assert load_checkpoint(off).config.prune_growth is False

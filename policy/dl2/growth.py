@@ -1,0 +1,69 @@
+"""Which growth can still make a job faster, by the measured speed table.
+
+Growing a job (+worker, +PS, +bundle) costs it a restart and takes capacity other jobs could
+use; it is worth it only if some size at or beyond the grown one is faster than the job's size
+now. The measured speeds are not monotone in the counts (vgg-16 with one worker: 14 PS train
+28.4 samples/s, 15 PS 26.9), and beyond the measured range they are flat, so a policy that
+grows a job one task at a time can step past the job's fastest size and gain nothing for the
+capacity it takes (the paper's DL2 learns this only from the reward, and a shipped model that
+does it once in a while sits above the heuristics on an idle cluster).
+
+A step from size (p, w) to (p', w') is *futile* when no size (p'', w'') >= (p', w') within the
+job's caps is faster than (p, w). Masking futile steps never cuts a path to a faster size: on
+any path of +1 steps from (p, w) to a faster size (p*, w*) >= it, every step's target is <=
+(p*, w*), so the best size at or beyond it is at least as fast as (p*, w*), faster than the
+size the step starts from (the speed may dip on the way; the test is against the best size
+beyond, not the next one).
+
+The speeds are the table's (the simulator adds at most a per-slot noise around it); PyTorch
+(all-reduce) jobs have no PS dimension.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from dl2_mesos.speed_model import default_speed_model
+
+
+@lru_cache(maxsize=1024)
+def speed_and_best_beyond(job_type: str, max_ps: int, max_workers: int,
+                          uses_ps: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``(speed, best)``: samples/s at every (PS, workers) within the caps, and the fastest
+    speed at or beyond each size, ``best[p, w] = max(speed[p:, w:])``.
+
+    Both are (max_ps + 1) x (max_workers + 1), read-only; a job without PS has one row (p = 0).
+    """
+    sm = default_speed_model()
+    rows = max(int(max_ps), 0) + 1 if uses_ps else 1
+    cols = max(int(max_workers), 0) + 1
+    speed = np.zeros((rows, cols))
+    for p in range(rows):
+        for w in range(cols):
+            speed[p, w] = sm.samples_per_second(job_type, p, w, uses_ps)
+    best = np.maximum.accumulate(np.maximum.accumulate(speed[::-1, ::-1], axis=0), axis=1)[::-1, ::-1]
+    best = np.ascontiguousarray(best)
+    speed.flags.writeable = False
+    best.flags.writeable = False
+    return speed, best
+
+
+def useful_growth(speed: np.ndarray, best: np.ndarray, ps: int, workers: int) -> tuple[bool, bool, bool]:
+    """Whether +1 worker, +1 PS and +1 PS with +1 worker can still make a job running
+    ``ps`` PS and ``workers`` workers faster (False where the step leaves the caps)."""
+    rows, cols = best.shape
+    if ps >= rows or workers >= cols:
+        return False, False, False
+    now = speed[ps, workers]
+    more_w = workers + 1 < cols
+    more_p = ps + 1 < rows
+    return (
+        bool(more_w and best[ps, workers + 1] > now),
+        bool(more_p and best[ps + 1, workers] > now),
+        bool(more_w and more_p and best[ps + 1, workers + 1] > now),
+    )
+
+
+__all__ = ["speed_and_best_beyond", "useful_growth"]
