@@ -141,6 +141,36 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
                f"accuracy {meta['final']['accuracy']:.3f}, {meta['wall_s']:.0f} s")
 
 
+@train.command("set-rules")
+@click.argument("model", type=click.Path(dir_okay=False, exists=True))
+@click.option("--prune-growth/--no-prune-growth", required=True,
+              help="Mask grow actions that cannot make a job faster by the measured speed table.")
+@click.option("--out", type=click.Path(dir_okay=False), required=True, callback=output_file,
+              help="Where to write the checkpoint (the same weights, the new rule).")
+def train_set_rules(model, prune_growth, out):
+    """Change a checkpoint's decision-loop rule without training (the weights stay as they are).
+
+    Growth pruning is a rule of the loop the network acts in, not of its weights, so it can be
+    switched on for a model trained without it (the shipped model was made so); its effect is
+    measured with `dl2 evaluate` or `dl2 matrix` like any other change.
+    """
+    import dataclasses
+
+    from dl2_mesos.policy.dl2.checkpoint import load_checkpoint, save_checkpoint
+
+    try:
+        loaded = load_checkpoint(model)
+    except CheckpointError as exc:
+        raise click.ClickException(str(exc)) from None
+    net = loaded.net
+    before = net.cfg.prune_growth
+    net.cfg = dataclasses.replace(net.cfg, prune_growth=prune_growth)
+    meta = dict(loaded.meta)
+    meta["rules"] = {"from": str(model), "prune_growth": prune_growth}
+    save_checkpoint(out, net, version=loaded.version, meta=meta)
+    click.echo(f"wrote {out}: prune_growth {str(before).lower()} -> {str(prune_growth).lower()}, weights unchanged")
+
+
 @train.command("rl")
 @click.option("--init", type=click.Path(dir_okay=False, exists=True), help="Start from this checkpoint (e.g. SL).")
 @click.option("--out", type=click.Path(file_okay=False), default="runs/rl", show_default=True, callback=output_folder,

@@ -46,7 +46,7 @@ import numpy as np
 from dl2_mesos.allocation import Allocation, JobAllocation, validate_allocation
 from dl2_mesos.cluster import ClusterState
 from dl2_mesos.placement import PlacementBoard
-from dl2_mesos.policy.dl2.growth import speed_and_best_beyond, useful_growth
+from dl2_mesos.policy.dl2.growth import speed_and_best_beyond, useful_growth, useful_growth_rows
 from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.priority import job_order
 from dl2_mesos.policy.dl2.features import (
@@ -167,10 +167,17 @@ class SlotContext:
         self._useful = np.ones((n, 3), dtype=bool)
         self._grids: list[tuple[np.ndarray, np.ndarray]] | None = None
         if config.prune_growth:
-            self._grids = [speed_and_best_beyond(j.spec.job_type, mp, mw, bool(u))
-                           for j, mp, mw, u in zip(jobs, max_ps, max_w, self.uses_ps.tolist())]
-            for i in range(n):
-                self._refresh_useful(i)
+            groups: dict[tuple[str, int, int, bool], list[int]] = {}
+            for i, (j, mp, mw, u) in enumerate(zip(jobs, max_ps, max_w, self.uses_ps.tolist())):
+                groups.setdefault((j.spec.job_type, mp, mw, u), []).append(i)
+            grids: list[tuple[np.ndarray, np.ndarray]] = [None] * n  # type: ignore[list-item]
+            for key, rows in groups.items():  # a handful of kinds of job: one vectorised pass each
+                speed, best = speed_and_best_beyond(*key)
+                for i in rows:
+                    grids[i] = (speed, best)
+                idx = np.array(rows)
+                self._useful[idx] = useful_growth_rows(speed, best, self.ps[idx], self.w[idx])
+            self._grids = grids
         self._waiting = 0
         #: job rows in the configured order (starters, no-stall restart) and the window sequence
         self.rank, sequence = job_order(state, config.order)

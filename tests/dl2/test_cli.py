@@ -101,3 +101,31 @@ def test_train_sl_prune_growth_flag_sets_and_keeps_the_models_rule(tmp_path):
     res = r.invoke(main, [*base, "--init", str(kept), "--no-prune-growth", "--out", str(off)])
     assert res.exit_code == 0, res.output
     assert load_checkpoint(off).config.prune_growth is False
+
+
+def test_set_rules_switches_pruning_on_and_keeps_the_weights(tmp_path):
+    from dl2_mesos.policy.dl2.checkpoint import load_checkpoint, save_checkpoint
+    from dl2_mesos.policy.dl2.model_config import DL2Config
+    from dl2_mesos.policy.dl2.network import ActorCritic
+
+    torch.manual_seed(0)
+    src, out = tmp_path / "m.pt", tmp_path / "p.pt"
+    save_checkpoint(src, ActorCritic(DL2Config(window=6, hidden=16, actions="elastic")), version=3,
+                    meta={"teacher": "drf"})
+    r = CliRunner()
+    res = r.invoke(main, ["train", "set-rules", str(src), "--prune-growth", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "prune_growth false -> true, weights unchanged" in res.output
+    a, b = load_checkpoint(src), load_checkpoint(out)
+    assert b.config.prune_growth is True and b.config.window == 6 and b.version == 3
+    assert b.meta["teacher"] == "drf" and b.meta["rules"]["prune_growth"] is True
+    wa, wb = a.net.state_dict(), b.net.state_dict()
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    # bad input: a file that is no checkpoint, a missing flag; nothing is written
+    bad = tmp_path / "bad.pt"
+    bad.write_text("nope")
+    res = r.invoke(main, ["train", "set-rules", str(bad), "--prune-growth", "--out", str(tmp_path / "x.pt")])
+    assert res.exit_code != 0 and "not a readable DL2 checkpoint" in res.output
+    res = r.invoke(main, ["train", "set-rules", str(src), "--out", str(tmp_path / "y.pt")])
+    assert res.exit_code != 0 and "prune-growth" in res.output
+    assert not (tmp_path / "x.pt").exists() and not (tmp_path / "y.pt").exists()

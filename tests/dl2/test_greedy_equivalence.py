@@ -53,6 +53,8 @@ def _random_case(seed: int, big: bool = False):
     state = seeded_state(n_jobs, n_agents, seed=seed, run_frac=float(rng.random()), varied=elastic)
     # half the cases see the jobs in the priority order (windows from both ends of the ranking)
     net.cfg = DL2Config(**{**net.cfg.to_dict(), "order": "priority" if seed % 4 >= 2 else "arrival"})
+    # and half of them prune growth that cannot make a job faster (the shipped model's rule)
+    net.cfg = DL2Config(**{**net.cfg.to_dict(), "prune_growth": seed % 8 >= 4})
     return net, state
 
 

@@ -133,3 +133,26 @@ def test_prune_growth_is_checked_and_old_checkpoints_load_without_it():
     old = PRUNE.to_dict()
     del old["prune_growth"]
     assert DL2Config.from_dict(old).prune_growth is False
+
+
+def test_the_shipped_model_prunes_growth_and_leaves_a_job_at_its_fastest_size():
+    from dl2_mesos.policy.dl2.dl2_policy import DL2Policy
+
+    pol = DL2Policy()
+    assert pol.config.prune_growth is True
+    alloc = pol.decide(_state("vgg-16", 14, 1))
+    ja = alloc["j0"]
+    assert ja.num_ps <= 14 and ja.num_workers <= 1, "nothing beyond 14 PS + 1 worker is faster"
+
+
+@pytest.mark.parametrize("job_type", job_type_names())
+def test_the_vectorised_rows_agree_with_the_one_job_rule(job_type):
+    from dl2_mesos.policy.dl2.growth import useful_growth_rows
+
+    for uses_ps, max_p in ((True, 10), (False, 0)):
+        speed, best = speed_and_best_beyond(job_type, max_p, 10, uses_ps)
+        ps, w = np.meshgrid(np.arange(0, 13), np.arange(0, 13), indexing="ij")
+        ps, w = ps.ravel(), w.ravel()
+        rows = useful_growth_rows(speed, best, ps, w)
+        for k in range(len(ps)):
+            assert tuple(rows[k]) == useful_growth(speed, best, int(ps[k]), int(w[k])), (ps[k], w[k])
