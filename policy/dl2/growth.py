@@ -50,19 +50,32 @@ def speed_and_best_beyond(job_type: str, max_ps: int, max_workers: int,
     return speed, best
 
 
-def useful_growth(speed: np.ndarray, best: np.ndarray, ps: int, workers: int) -> tuple[bool, bool, bool]:
+@lru_cache(maxsize=1024)
+def speed_and_best_lists(job_type: str, max_ps: int, max_workers: int,
+                         uses_ps: bool) -> tuple[list[list[float]], list[list[float]]]:
+    """:func:`speed_and_best_beyond` as nested lists (``x[p][w]``): one job's checks in the
+    decision loop cost plain float comparisons, not numpy scalar look-ups."""
+    speed, best = speed_and_best_beyond(job_type, max_ps, max_workers, uses_ps)
+    return speed.tolist(), best.tolist()
+
+
+def useful_growth(speed, best, ps: int, workers: int) -> tuple[bool, bool, bool]:
     """Whether +1 worker, +1 PS and +1 PS with +1 worker can still make a job running
-    ``ps`` PS and ``workers`` workers faster (False where the step leaves the caps)."""
-    rows, cols = best.shape
+    ``ps`` PS and ``workers`` workers faster (False where the step leaves the caps).
+
+    ``speed`` and ``best`` are the pair of :func:`speed_and_best_beyond` (arrays) or of
+    :func:`speed_and_best_lists`; both are indexed ``[p][w]``.
+    """
+    rows, cols = len(best), len(best[0])
     if ps >= rows or workers >= cols:
         return False, False, False
-    now = speed[ps, workers]
+    now = speed[ps][workers]
     more_w = workers + 1 < cols
     more_p = ps + 1 < rows
     return (
-        bool(more_w and best[ps, workers + 1] > now),
-        bool(more_p and best[ps + 1, workers] > now),
-        bool(more_w and more_p and best[ps + 1, workers + 1] > now),
+        bool(more_w and best[ps][workers + 1] > now),
+        bool(more_p and best[ps + 1][workers] > now),
+        bool(more_w and more_p and best[ps + 1][workers + 1] > now),
     )
 
 
@@ -84,4 +97,4 @@ def useful_growth_rows(speed: np.ndarray, best: np.ndarray, ps: np.ndarray, work
     return out
 
 
-__all__ = ["speed_and_best_beyond", "useful_growth", "useful_growth_rows"]
+__all__ = ["speed_and_best_beyond", "speed_and_best_lists", "useful_growth", "useful_growth_rows"]

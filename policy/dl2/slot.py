@@ -46,7 +46,12 @@ import numpy as np
 from dl2_mesos.allocation import Allocation, JobAllocation, validate_allocation
 from dl2_mesos.cluster import ClusterState
 from dl2_mesos.placement import PlacementBoard
-from dl2_mesos.policy.dl2.growth import speed_and_best_beyond, useful_growth, useful_growth_rows
+from dl2_mesos.policy.dl2.growth import (
+    speed_and_best_beyond,
+    speed_and_best_lists,
+    useful_growth,
+    useful_growth_rows,
+)
 from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.priority import job_order
 from dl2_mesos.policy.dl2.features import (
@@ -163,20 +168,22 @@ class SlotContext:
             self.w = np.zeros(n, dtype=np.int64)
         max_ps, max_w = self.max_ps.tolist(), self.max_w.tolist()
         #: per job row: whether +worker, +PS, +bundle can still make it faster (growth.py);
-        #: all True when the config does not prune growth
-        self._useful = np.ones((n, 3), dtype=bool)
-        self._grids: list[tuple[np.ndarray, np.ndarray]] | None = None
+        #: all True when the config does not prune growth (lists: read once per action)
+        self._useful: list[tuple[bool, bool, bool]] = [(True, True, True)] * n
+        self._grids: list[tuple[list[list[float]], list[list[float]]]] | None = None
         if config.prune_growth:
             groups: dict[tuple[str, int, int, bool], list[int]] = {}
             for i, (j, mp, mw, u) in enumerate(zip(jobs, max_ps, max_w, self.uses_ps.tolist())):
                 groups.setdefault((j.spec.job_type, mp, mw, u), []).append(i)
-            grids: list[tuple[np.ndarray, np.ndarray]] = [None] * n  # type: ignore[list-item]
+            grids: list = [None] * n
+            useful = self._useful
             for key, rows in groups.items():  # a handful of kinds of job: one vectorised pass each
                 speed, best = speed_and_best_beyond(*key)
-                for i in rows:
-                    grids[i] = (speed, best)
+                lists = speed_and_best_lists(*key)
                 idx = np.array(rows)
-                self._useful[idx] = useful_growth_rows(speed, best, self.ps[idx], self.w[idx])
+                for i, row in zip(rows, useful_growth_rows(speed, best, self.ps[idx], self.w[idx]).tolist()):
+                    grids[i] = lists
+                    useful[i] = tuple(row)
             self._grids = grids
         self._waiting = 0
         #: job rows in the configured order (starters, no-stall restart) and the window sequence
@@ -367,7 +374,8 @@ class SlotContext:
         start = zero & (d == 0) & np.where(self.uses_ps[window],
                                            fits[kinds[:, 2]] | (fits[kinds[:, 0]] & fits[kinds[:, 1]]),
                                            fits[kinds[:, 0]])
-        useful = self._useful[window]
+        ul = self._useful
+        useful = np.array([ul[i] for i in window.tolist()], dtype=bool).reshape(k, 3)
         jm = np.zeros((k, K), dtype=bool)
         jm[:, 0] = can_w & fits[kinds[:, 0]] & useful[:, 0]
         jm[:, 1] = can_p & fits[kinds[:, 1]] & useful[:, 1]
@@ -464,7 +472,7 @@ class SlotContext:
         if kind in (WORKER, PS, BUNDLE):
             if d == _SHRUNK or (kind != PS and w >= self.max_w[i]) or (kind != WORKER and p >= self.max_ps[i]):
                 raise ValueError(f"action {action} exceeds job {self.job_ids[i]}'s caps")
-            if not self._useful[i, kind]:
+            if not self._useful[i][kind]:
                 raise ValueError(f"action {action} cannot make job {self.job_ids[i]} faster (masked)")
             ok = self._place(i, kind)
             if ok:
