@@ -92,12 +92,23 @@ def test_logs_reads_and_follows_a_jobs_sandbox(running_framework):
         stderr=subprocess.PIPE,
     )
 
-    out = run(logs, [job_id, *common])
-    assert out.exit_code == 0, out.output
-    assert "hello-stdout-" in out.stdout
+    def read_until(args, needle):
+        """Read the logs until ``needle`` shows: "running" means launched, and on a busy machine
+        the executor may not have written its first line yet (each read must succeed)."""
+        seen = {}
+
+        def attempt():
+            res = run(logs, args)
+            assert res.exit_code == 0, res.output
+            seen["res"] = res
+            return needle in res.stdout
+
+        _wait(attempt, 20, f"{needle!r} in the sandbox")
+        return seen["res"]
+
+    out = read_until([job_id, *common], "hello-stdout-")
     assert "==> task " in out.stderr and ".worker." in out.stderr
-    err = run(logs, [job_id, "--stream", "stderr", "--task", "ps-0", *common])
-    assert err.exit_code == 0 and "hello-stderr" in err.stdout, err.output
+    err = read_until([job_id, "--stream", "stderr", "--task", "ps-0", *common], "hello-stderr")
     assert ".ps." in err.stderr
 
     job = _wait(
