@@ -79,22 +79,4 @@ def useful_growth(speed, best, ps: int, workers: int) -> tuple[bool, bool, bool]
     )
 
 
-def useful_growth_rows(speed: np.ndarray, best: np.ndarray, ps: np.ndarray, workers: np.ndarray) -> np.ndarray:
-    """:func:`useful_growth` for many jobs of one kind at once: an (n, 3) boolean array."""
-    rows, cols = best.shape
-    ok = (ps < rows) & (workers < cols)
-    p = np.minimum(ps, rows - 1)
-    w = np.minimum(workers, cols - 1)
-    now = speed[p, w]
-    more_w = ok & (workers + 1 < cols)
-    more_p = ok & (ps + 1 < rows)
-    w1 = np.minimum(w + 1, cols - 1)
-    p1 = np.minimum(p + 1, rows - 1)
-    out = np.empty((len(ps), 3), dtype=bool)
-    out[:, 0] = more_w & (best[p, w1] > now)
-    out[:, 1] = more_p & (best[p1, w] > now)
-    out[:, 2] = more_w & more_p & (best[p1, w1] > now)
-    return out
-
-
-__all__ = ["speed_and_best_beyond", "speed_and_best_lists", "useful_growth", "useful_growth_rows"]
+__all__ = ["speed_and_best_beyond", "speed_and_best_lists", "useful_growth"]

@@ -46,12 +46,7 @@ import numpy as np
 from dl2_mesos.allocation import Allocation, JobAllocation, validate_allocation
 from dl2_mesos.cluster import ClusterState
 from dl2_mesos.placement import PlacementBoard
-from dl2_mesos.policy.dl2.growth import (
-    speed_and_best_beyond,
-    speed_and_best_lists,
-    useful_growth,
-    useful_growth_rows,
-)
+from dl2_mesos.policy.dl2.growth import speed_and_best_lists, useful_growth
 from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.priority import job_order
 from dl2_mesos.policy.dl2.features import (
@@ -172,19 +167,10 @@ class SlotContext:
         self._useful: list[tuple[bool, bool, bool]] = [(True, True, True)] * n
         self._grids: list[tuple[list[list[float]], list[list[float]]]] | None = None
         if config.prune_growth:
-            groups: dict[tuple[str, int, int, bool], list[int]] = {}
-            for i, (j, mp, mw, u) in enumerate(zip(jobs, max_ps, max_w, self.uses_ps.tolist())):
-                groups.setdefault((j.spec.job_type, mp, mw, u), []).append(i)
-            grids: list = [None] * n
-            useful = self._useful
-            for key, rows in groups.items():  # a handful of kinds of job: one vectorised pass each
-                speed, best = speed_and_best_beyond(*key)
-                lists = speed_and_best_lists(*key)
-                idx = np.array(rows)
-                for i, row in zip(rows, useful_growth_rows(speed, best, self.ps[idx], self.w[idx]).tolist()):
-                    grids[i] = lists
-                    useful[i] = tuple(row)
-            self._grids = grids
+            self._grids = [speed_and_best_lists(j.spec.job_type, mp, mw, u)
+                           for j, mp, mw, u in zip(jobs, max_ps, max_w, self.uses_ps.tolist())]
+            self._useful = [useful_growth(speed, best, p, w)
+                            for (speed, best), p, w in zip(self._grids, self.ps.tolist(), self.w.tolist())]
         self._waiting = 0
         #: job rows in the configured order (starters, no-stall restart) and the window sequence
         self.rank, sequence = job_order(state, config.order)
@@ -210,10 +196,9 @@ class SlotContext:
         ]
 
     def _refresh_useful(self, i: int) -> None:
-        """Recompute job row ``i``'s useful grow kinds after its counts changed."""
-        if self._grids is not None:
-            speed, best = self._grids[i]
-            self._useful[i] = useful_growth(speed, best, int(self.ps[i]), int(self.w[i]))
+        """Recompute job row ``i``'s useful grow kinds after its counts changed (pruning on)."""
+        speed, best = self._grids[i]  # type: ignore[index]
+        self._useful[i] = useful_growth(speed, best, int(self.ps[i]), int(self.w[i]))
 
     @property
     def free(self) -> np.ndarray:

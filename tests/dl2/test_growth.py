@@ -144,15 +144,3 @@ def test_the_shipped_model_prunes_growth_and_leaves_a_job_at_its_fastest_size():
     ja = alloc["j0"]
     assert ja.num_ps <= 14 and ja.num_workers <= 1, "nothing beyond 14 PS + 1 worker is faster"
 
-
-@pytest.mark.parametrize("job_type", job_type_names())
-def test_the_vectorised_rows_agree_with_the_one_job_rule(job_type):
-    from dl2_mesos.policy.dl2.growth import useful_growth_rows
-
-    for uses_ps, max_p in ((True, 10), (False, 0)):
-        speed, best = speed_and_best_beyond(job_type, max_p, 10, uses_ps)
-        ps, w = np.meshgrid(np.arange(0, 13), np.arange(0, 13), indexing="ij")
-        ps, w = ps.ravel(), w.ravel()
-        rows = useful_growth_rows(speed, best, ps, w)
-        for k in range(len(ps)):
-            assert tuple(rows[k]) == useful_growth(speed, best, int(ps[k]), int(w[k])), (ps[k], w[k])
