@@ -124,6 +124,19 @@ def test_shipped_model_loads_and_decides_within_capacity():
         assert len(alloc) > 0
 
 
+@pytest.mark.parametrize("name", sorted(p.name for p in ckpt.shipped_model_path().parent.glob("*.pt")))
+def test_every_model_shipped_beside_the_default_loads_and_decides(name):
+    """The card's figures for older models and the RL-from-DRF runs are reproducible with `--model`:
+    each file in the models folder is a loadable checkpoint that starts jobs within capacity."""
+    path = ckpt.shipped_model_path().with_name(name)
+    assert path.stat().st_size < 5 * 1024 * 1024
+    pol = DL2Policy(path)
+    state = make_state(30, 13, running={"j0000": (1, 1)})
+    alloc = pol.decide(state)
+    validate_allocation(alloc, state)
+    assert sum(1 for a in alloc.values() if a.num_workers > 0) >= 2, "it starts waiting jobs"
+
+
 def test_registry_builds_dl2_with_model_path(tmp_path, small_net):
     from dl2_mesos.policy.registry import make_policy
 
