@@ -158,14 +158,21 @@ class LagProbe:
 
     def decide(self, state):
         alloc = self.inner.decide(state)
-        behind = [j.job_id for j in state.jobs if j.epochs_done > 0]
-        for who in behind + ["all"] * bool(behind):
-            jobs = tuple(dataclasses.replace(j, epochs_done=max(0.0, j.epochs_done - PROGRESS_LAG_MARGIN * j.epochs_done
-                                                                / max(1, j.slots_run)))
-                         if who in ("all", j.job_id) and j.epochs_done > 0 else j for j in state.jobs)
-            if self.inner.decide(dataclasses.replace(state, jobs=jobs)) != alloc:
+        trained = [j.job_id for j in state.jobs if j.epochs_done > 0]
+        for who in trained + ["all"] if trained else []:
+            if self.inner.decide(_with_less_progress(state, who)) != alloc:
                 self.fragile.append((state.slot, who))
         return alloc
+
+
+def _with_less_progress(state, who: str):
+    """``state`` with job ``who`` (or every job: "all") PROGRESS_LAG_MARGIN of its average slot's
+    epochs behind."""
+    def behind(j):
+        lag = PROGRESS_LAG_MARGIN * j.epochs_done / max(1, j.slots_run)
+        return dataclasses.replace(j, epochs_done=max(0.0, j.epochs_done - lag))
+
+    return dataclasses.replace(state, jobs=tuple(behind(j) if who in ("all", j.job_id) else j for j in state.jobs))
 
 
 def _nominal_arrivals() -> dict[str, float]:
@@ -180,10 +187,11 @@ def _finishes_inside_margins(sim: Simulator) -> None:
         assert lo <= used <= 1.0 - hi, f"trace: {r.job_id} ends at {used:.2f} of its slot"
 
 
-def _simulate(policy_name: str, arrivals: dict[str, float], wrap=ViewRecorder) -> tuple[Run, Simulator]:
+def _simulate(policy_name: str, arrivals: dict[str, float], inner=None) -> tuple[Run, Simulator]:
+    """Runs the trace in the simulator under ``policy_name`` (or ``inner``, a wrapper of it)."""
     trace = tuple(TraceJob(name, arrivals[name], _spec(name, t, e, RESTART_SIM)) for name, t, _, e in TRACE)
     sim = Simulator(SimConfig(num_agents=2, slot_seconds=SIM_SLOT, max_slots=40), trace)
-    policy = ViewRecorder(wrap(make_policy(policy_name)))
+    policy = ViewRecorder(inner or make_policy(policy_name))
     allocations = {}
     state = sim.state()
     while not sim.done:
@@ -365,14 +373,9 @@ def test_trace_decisions_do_not_hinge_on_a_little_progress(policy_name):
     """The trace can be compared on a busy machine: no decision changes when a job (or every job)
     has trained PROGRESS_LAG_MARGIN of a slot less, the most that launch and report lags take
     there (a check of the trace, not of the code; re-choose the epochs when it fails)."""
-    probes: list[LagProbe] = []
-
-    def wrap(inner):
-        probes.append(LagProbe(inner))
-        return probes[-1]
-
-    _simulate(policy_name, _nominal_arrivals(), wrap=wrap)
-    assert probes[0].fragile == [], f"decisions that a little less progress changes (slot, job): {probes[0].fragile}"
+    probe = LagProbe(make_policy(policy_name))
+    _simulate(policy_name, _nominal_arrivals(), inner=probe)
+    assert probe.fragile == [], f"decisions that a little less progress changes (slot, job): {probe.fragile}"
 
 
 @pytest.mark.parametrize("policy_name", ["drf", "dl2"])
