@@ -45,14 +45,28 @@ def _get(url):
         return None
 
 
-def _wait(pred, timeout, what, interval=0.2):
+def _log_tails(logs, chars=3000) -> str:
+    """The end of each replica's log, for a failure message (a CI run gives nothing else)."""
+    parts = []
+    for log in logs:
+        text = Path(log).read_text(errors="replace") if Path(log).exists() else "(no log)"
+        parts.append(f"--- {Path(log).name} (last {chars} chars) ---\n{text[-chars:]}")
+    return "\n".join(parts)
+
+
+def _wait(pred, timeout, what, interval=0.2, procs=(), logs=()):
+    """Poll ``pred`` until it is truthy; fail at once if one of ``procs`` (replicas that must be
+    alive) has exited, and with the replicas' log tails on either failure."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         v = pred()
         if v:
             return v
+        dead = [p.args[:2] for p in procs if p.poll() is not None]
+        if dead:
+            raise AssertionError(f"waiting for {what}: replica exited ({dead})\n{_log_tails(logs)}")
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{_log_tails(logs)}")
 
 
 EXECUTORS = {"fake": f"{sys.executable} {FAKE_EXECUTOR}", "project": f"{sys.executable} -m dl2_mesos.executor"}
@@ -93,9 +107,13 @@ def test_leader_sigkill_standby_takes_over_and_jobs_finish(zookeeper, tmp_path, 
                       executor_shutdown_grace_period=2.0, port_base=random_port_base(), work_dir=str(sandbox)) as cluster:
         procs = [_replica(cluster, zk_url, ports[0], tmp_path, "r0", executor)]
         try:
-            _wait(lambda: (_get(urls[0] + "/health") or {}).get("registered"), 30, "first replica to lead")
+            logs = [tmp_path / "r0.log", tmp_path / "r1.log"]
+            # a wait, not a speed bound: a loaded 2-core CI machine once took over 30 s here
+            _wait(lambda: (_get(urls[0] + "/health") or {}).get("registered"), 90, "first replica to lead",
+                  procs=procs[:1], logs=logs)
             procs.append(_replica(cluster, zk_url, ports[1], tmp_path, "r1", executor))
-            _wait(lambda: (_get(urls[1] + "/health") or {}).get("role") == "standby", 30, "standby up")
+            _wait(lambda: (_get(urls[1] + "/health") or {}).get("role") == "standby", 90, "standby up",
+                  procs=procs, logs=logs)
             assert _get(urls[1] + "/health")["leader"] == urls[0]
             fw_id = _get(urls[0] + "/api/v1/cluster")["framework_id"]
             ids = []
@@ -109,7 +127,7 @@ def test_leader_sigkill_standby_takes_over_and_jobs_finish(zookeeper, tmp_path, 
             assert r.status_code == 307 and r.headers["location"] == urls[0] + "/api/v1/jobs"
             ids.append(_call("POST", urls[1], "/api/v1/jobs", "tok", spec)["id"])
             _wait(lambda: all((_get(f"{urls[0]}/api/v1/jobs/{j}") or {}).get("phase") == "running" for j in ids),
-                  30, "all jobs running")
+                  60, "all jobs running", procs=procs, logs=logs)
             procs[0].send_signal(signal.SIGKILL)
             procs[0].wait()
             killed_at = time.monotonic()
@@ -117,13 +135,13 @@ def test_leader_sigkill_standby_takes_over_and_jobs_finish(zookeeper, tmp_path, 
             # benchmark figure (bench/faults.py, "leader SIGKILL": 6.9-7.3 s), not a timed assertion
             # (a CI run took 11.1 s against a 10-s bound here)
             _wait(lambda: (lambda h: h and h["role"] == "leader" and h["registered"])(_get(urls[1] + "/health")),
-                  30, "standby to take over")
+                  60, "standby to take over", procs=procs[1:], logs=logs)
             takeover = time.monotonic() - killed_at
             assert _get(urls[1] + "/api/v1/cluster")["framework_id"] == fw_id
             assert {j["id"] for j in _get(urls[1] + "/api/v1/jobs")["jobs"]} == set(ids)
             for j in ids:
                 job = _wait(lambda: (lambda d: d if d and d["phase"] in ("finished", "failed", "cancelled") else None)(
-                    _get(f"{urls[1]}/api/v1/jobs/{j}")), 90, f"{j} to finish")
+                    _get(f"{urls[1]}/api/v1/jobs/{j}")), 90, f"{j} to finish", procs=procs[1:], logs=logs)
                 assert job["phase"] == "finished", job
             frameworks = [f for f in cluster.state()["frameworks"] if f["name"] == "dl2"]
             assert [f["id"] for f in frameworks] == [fw_id]

@@ -3,6 +3,7 @@ it is logged, counted (dl2_loop_errors_total) and the loop goes on (issue 14, it
 
 from __future__ import annotations
 
+import copy
 import queue
 import time
 
@@ -51,7 +52,12 @@ def test_the_loop_survives_events_that_raise_and_a_view_that_cannot_be_built():
         # a record 700 deep (as an older version stored one): building the view raised
         # RecursionError on the loop thread, which ended it, and every replica after it
         job = h.core.submit(JobSpec(job_type="resnet-50", epochs=1))
-        object.__setattr__(job.spec, "extra", _deep(700))
+        # a new spec object, swapped in at once: the record converts each spec once, so mutating
+        # the one a view had already converted (the loop thread may build one in between) would
+        # never be seen (a CI run waited 10 s for an error that could not come)
+        good, bad = job.spec, copy.copy(job.spec)
+        object.__setattr__(bad, "extra", _deep(700))
+        job.spec = bad
         assert _wait(lambda: _errors(h, "publish") >= 1)
         assert loop.running and not fatal
         # the loop still serves: a new submission is stored and answered
@@ -59,7 +65,7 @@ def test_the_loop_survives_events_that_raise_and_a_view_that_cannot_be_built():
         assert r.status_code == 201, r.text
         assert loop.running
         # once the bad record is gone, the view is published again
-        object.__setattr__(job.spec, "extra", {})
+        job.spec = good
         assert _wait(lambda: r.json()["id"] in loop.view["jobs"])
         metrics = h.core.metrics.render().decode()
         assert 'dl2_loop_errors_total{stage="publish"}' in metrics
