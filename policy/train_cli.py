@@ -218,6 +218,9 @@ def train_set_rules(model, prune_growth, out):
 @click.option("--rollback", type=FiniteFloatRange(min=0), default=0.0, show_default=True,
               help="When validation is more than this fraction above the best so far (e.g. 0.15), go back to "
                    "the best weights and halve the actor's learning rate; 0: off.")
+@click.option("--restart-scale", type=FiniteFloatRange(0, 1), default=1.0, show_default=True,
+              help="Multiply every job's restart cost in the training episodes (validation keeps the real "
+                   "cost): a curriculum toward rescaling; 1: off.")
 @click.option("--references", default="drf,optimus,srtf-gain", show_default=True,
               help="Policies drawn as reference lines on the learning curve ('' for none).")
 @_model_options
@@ -225,8 +228,8 @@ def train_set_rules(model, prune_growth, out):
 def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iteration, updates, epsilon,
              no_exploration, no_replay, no_critic, per_job_reward, lr_actor, lr_critic, gamma, lam, batch_size,
              replay_size, entropy_start, entropy_end, entropy_half_life, train_seeds, val_seeds, eval_every,
-             max_slots, seed, tensorboard, reward, reward_scale, baseline, same_trace, clip, rollback, references, window,
-             hidden, layers, arch, start, actions, **trace_opts):
+             max_slots, seed, tensorboard, reward, reward_scale, baseline, same_trace, clip, rollback, restart_scale, references,
+             window, hidden, layers, arch, start, actions, **trace_opts):
     """Actor-critic RL in the simulator (parallel workers, replay, job-aware exploration)."""
     preset = trace_source_preset(preset, trace_opts)
     from tqdm import tqdm
@@ -255,7 +258,8 @@ def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iterat
                        epsilon=0.0 if no_exploration else epsilon, train_seeds=tuple(tr), eval_seeds=tuple(va),
                        eval_every=eval_every, max_slots=max_slots, seed=seed, learner=lcfg, tensorboard=tensorboard,
                        reward=reward, same_trace=same_trace or baseline == "input",
-                       references=tuple(n.strip() for n in references.split(",") if n.strip()), rollback=rollback)
+                       references=tuple(n.strip() for n in references.split(",") if n.strip()), rollback=rollback,
+                       restart_scale=restart_scale)
         mcfg = DL2Config(window=window, hidden=hidden, layers=layers, arch=arch, start=start, actions=actions)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None

@@ -39,6 +39,7 @@ class EpisodeSpec:
     max_slots: int | None = None
     record: bool = True
     reward: str = "progress"  # "progress" (paper eq. 1) or "jct" (minus job-slots spent in the system)
+    restart_scale: float = 1.0  # multiplies the restart cost charged, not the one shown (a training curriculum)
 
 
 @dataclass
@@ -50,11 +51,13 @@ class EpisodeResult:
     steps: int
 
 
-def make_sim(preset_name: str, seed: int, max_slots: int | None = None):
+def make_sim(preset_name: str, seed: int, max_slots: int | None = None, restart_scale: float = 1.0):
     """A simulator for ``preset_name`` on the trace generated with ``seed``.
 
     ``NAME@N`` is preset NAME on N nodes (same trace): e.g. ``small@8`` is the ``small`` trace on
-    a more contended cluster.
+    a more contended cluster. ``restart_scale`` multiplies the restart cost charged, not the one
+    the policy sees (a training curriculum: cheaper restarts make the payoff of rescaling easier
+    to find, while the observations stay those of the real cluster).
     """
     from dataclasses import replace
 
@@ -64,6 +67,8 @@ def make_sim(preset_name: str, seed: int, max_slots: int | None = None):
     sc, tc = preset_config(preset_name)
     if max_slots is not None:
         sc = replace(sc, max_slots=max_slots)
+    if restart_scale != 1.0:
+        sc = replace(sc, restart_charge_scale=restart_scale)
     return Simulator(sc, generate_trace(tc, seed), seed=seed)
 
 
@@ -106,7 +111,7 @@ def run_episode(spec: EpisodeSpec) -> EpisodeResult:
     actor.eval()
     chooser = NetChooser(actor, sample=spec.sample, epsilon=spec.epsilon, seed=spec.chooser_seed)
     fast = NumpyActor(actor)
-    sim = make_sim(spec.preset, spec.seed, spec.max_slots)
+    sim = make_sim(spec.preset, spec.seed, spec.max_slots, restart_scale=spec.restart_scale)
     D, A = input_size(cfg.window, cfg.arch), cfg.num_actions
     slots: list[SlotData] = []
     n_steps = 0

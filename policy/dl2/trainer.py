@@ -71,8 +71,13 @@ class RLConfig:
     #: run only keeps its best checkpoint)
     rollback: float = 0.0
     rollback_lr_factor: float = 0.5
+    #: multiplies every job's restart cost in the training episodes (not in validation, which
+    #: picks the best checkpoint under the real cost): a curriculum toward rescaling; 1 = off
+    restart_scale: float = 1.0
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.restart_scale <= 1.0:
+            raise ConfigError(f"restart_scale must be in [0, 1], got {self.restart_scale}")
         if self.rollback < 0:
             raise ConfigError(f"rollback must be >= 0, got {self.rollback}")
         if not 0.0 < self.rollback_lr_factor <= 1.0:
@@ -253,7 +258,7 @@ def run_rl(
                 specs = [EpisodeSpec(net.cfg.to_dict(), sd, names[k], int(s),
                                      sample=True, epsilon=cfg.epsilon,
                                      chooser_seed=int(cfg.seed * 100003 + it * 101 + k), max_slots=cfg.max_slots,
-                                     reward=cfg.reward)
+                                     reward=cfg.reward, restart_scale=cfg.restart_scale)
                          for k, s in enumerate(seeds)]
                 results = runner.map(specs)
                 if cfg.same_trace:

@@ -77,6 +77,9 @@ class SimConfig:
         speed_noise: multiplicative training-speed noise ``1 + speed_noise * U(-1, 1)``, drawn
             per job and slot (the reference's ``TRAIN_SPEED_ERROR``).
         agents: optional explicit (possibly mixed) node list; overrides ``num_agents``/``agent``.
+        restart_charge_scale: multiplies the restart cost charged but not the one shown to the
+            policy (``JobView.restart_cost_seconds``): a training curriculum only; evaluation
+            keeps 1.
     """
 
     num_agents: int = 500
@@ -87,6 +90,7 @@ class SimConfig:
     restart_seconds: Mapping[str, float] | None = None
     speed_noise: float = 0.0
     agents: tuple[Resources, ...] | None = None
+    restart_charge_scale: float = 1.0
 
     def __post_init__(self) -> None:
         if self.agents is not None:
@@ -99,6 +103,8 @@ class SimConfig:
             raise ConfigError(f"SimConfig.slot_seconds: must be > 0, got {self.slot_seconds}")
         if self.max_slots < 1:
             raise ConfigError(f"SimConfig.max_slots: must be >= 1, got {self.max_slots}")
+        if not 0.0 <= self.restart_charge_scale <= 1.0:
+            raise ConfigError(f"SimConfig.restart_charge_scale: must be in [0, 1], got {self.restart_charge_scale}")
         if not 0.0 <= self.speed_noise < 1.0:
             raise ConfigError(f"SimConfig.speed_noise: must be in [0, 1), got {self.speed_noise}")
         if self.restart_seconds is not None:
@@ -126,7 +132,7 @@ class SimConfig:
         return jt.restart_seconds
 
     def to_dict(self) -> dict:
-        return {
+        d = {
             "num_agents": len(self.agent_resources()),
             "agent": self.agent.to_dict(),
             "agents": None if self.agents is None else [a.to_dict() for a in self.agents],
@@ -136,6 +142,9 @@ class SimConfig:
             "restart_seconds": None if self.restart_seconds is None else dict(self.restart_seconds),
             "speed_noise": self.speed_noise,
         }
+        if self.restart_charge_scale != 1.0:  # only when set: older records keep their shape
+            d["restart_charge_scale"] = self.restart_charge_scale
+        return d
 
 
 @dataclass(frozen=True)

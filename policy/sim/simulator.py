@@ -24,7 +24,8 @@ Semantics (the authors' prototype's, with explicit choices where it is silent or
   :func:`dl2_mesos.slot_accounting.account_counts`, the framework's too. The cost is, in order
   of precedence, the job spec's ``restart_seconds``, ``SimConfig.restart_seconds[type]``, ``JobType.restart_seconds``
   (60 s stop + 300 s restore); ``charge_restart_cost=False`` makes it 0. The value charged is
-  what ``JobView.restart_cost_seconds`` shows the policy.
+  what ``JobView.restart_cost_seconds`` shows the policy (times ``restart_charge_scale``, a
+  training curriculum that is 1 everywhere else).
 * **Completion, fractional JCT** (the prototype's slot-index arithmetic
   can be read two ways, one slot apart). A job whose remaining epochs are reached
   mid-slot ends at ``slot_start + restart + remaining / speed``; JCT = end - arrival in
@@ -205,7 +206,8 @@ class Simulator:
                 self._specs[tj.job_id],
                 tj.arrival_time,
                 self.slot,
-                self._specs[tj.job_id].restart_seconds,
+                # what is charged; the spec keeps what the policy is shown
+                self._specs[tj.job_id].restart_seconds * self.config.restart_charge_scale,
             )
 
     # -- observation ----------------------------------------------------------------------------

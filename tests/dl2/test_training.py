@@ -271,6 +271,19 @@ def test_rollback_rejects_a_bad_factor():
         RLConfig(rollback=0.1, rollback_lr_factor=0.0)
 
 
+def test_restart_scale_curriculum_reaches_the_training_episodes_only():
+    """--restart-scale cheapens restarts in training episodes; validation keeps the real cost."""
+    import pytest
+
+    from dl2_mesos.errors import ConfigError
+    from dl2_mesos.policy.dl2.rollout import make_sim
+
+    with pytest.raises(ConfigError, match="restart_scale"):
+        RLConfig(restart_scale=1.5)
+    assert make_sim("small", 1).config.restart_charge_scale == 1.0
+    assert make_sim("small", 1, restart_scale=0.5).config.restart_charge_scale == 0.5
+
+
 def test_rollback_after_a_resume_returns_to_best_pt(tmp_path, monkeypatch):
     """A resumed run rolls back to the weights in best.pt (its snapshot in memory is gone)."""
     import dl2_mesos.policy.dl2.trainer as trainer

@@ -106,6 +106,26 @@ def test_restart_cost_overrides(make_job):
     assert out.rescaled == ("a",)  # still a rescale, just free
 
 
+def test_restart_charge_scale_charges_less_and_shows_the_nominal_cost(make_job):
+    """The training curriculum: a rescale costs a quarter, the policy still sees 360 s."""
+    sim = Simulator(cfg(restart_charge_scale=0.25), (make_job("a", "vgg-16", 1e6),))
+    assert sim.state().job("a").restart_cost_seconds == 360.0
+    sim.step(Allocation({"a": (1, 1)}))
+    out = sim.step(Allocation({"a": (1, 2)}))
+    assert out.rescaled == ("a",)
+    assert out.epochs["a"] == pytest.approx(eps("vgg-16", 1, 2) * (SLOT - 90.0))
+    assert cfg(restart_charge_scale=0.25).to_dict()["restart_charge_scale"] == 0.25
+    assert "restart_charge_scale" not in cfg().to_dict()  # unchanged record shape by default
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, float("nan")])
+def test_restart_charge_scale_outside_0_1_is_refused(bad):
+    from dl2_mesos.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="restart_charge_scale"):
+        cfg(restart_charge_scale=bad)
+
+
 def test_finishing_after_restart_accounts_for_restart_time(make_job):
     e11, e12 = eps("resnext-110", 1, 1), eps("resnext-110", 1, 2)
     epochs = e11 * SLOT + 50.0
