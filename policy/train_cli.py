@@ -293,7 +293,10 @@ def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iterat
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Parallel processes.")
 @click.option("--max-slots", type=click.IntRange(min=1), help="Stop each run after this many slots.")
 @click.option("--per-seed", is_flag=True, help="Also print each seed's avg JCT next to its lower bound.")
-def evaluate(policies, seeds, preset, model_path, json_out, workers, max_slots, per_seed):
+@click.option("--by-size", type=click.IntRange(min=2, max=20), metavar="N",
+              help="Also break each policy's jobs down into N classes by their no-queueing run time "
+                   "(mean JCT, wait, stretch, rescales, share of the avg JCT).")
+def evaluate(policies, seeds, preset, model_path, json_out, workers, max_slots, per_seed, by_size):
     """Evaluate DL2 and the baselines on held-out seeds; prints a table with JCT ratios."""
     from tqdm import tqdm
 
@@ -328,6 +331,19 @@ def evaluate(policies, seeds, preset, model_path, json_out, workers, max_slots, 
     click.echo(format_table(doc))
     if per_seed:
         click.echo(format_per_seed(doc))
+    if by_size:
+        from dataclasses import asdict
+
+        from dl2_mesos.policy.sim.bounds import job_bounds
+        from dl2_mesos.policy.sim.size_classes import format_size_classes, size_classes
+        from dl2_mesos.policy.sim.trace import generate_trace
+
+        sc, tc = get_preset(preset)
+        run_s = {(s, b.job_id): b.run_s for s in seed_list for b in job_bounds(sc, generate_trace(tc, s))}
+        rows = size_classes({n: r["runs"] for n, r in doc["policies"].items()}, seed_list, run_s, by_size)
+        click.echo(format_size_classes(rows))
+        # (JSON has no NaN: a class without a finite run time has no stretch)
+        doc["size_classes"] = [{**asdict(r), "stretch": None if r.stretch != r.stretch else r.stretch} for r in rows]
     if json_out:
         Path(json_out).write_text(json.dumps(doc, indent=1))
         click.echo(f"wrote {json_out}")

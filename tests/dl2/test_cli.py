@@ -62,7 +62,7 @@ def test_evaluate_prints_the_lower_bound_per_seed(tmp_path):
     r = CliRunner()
     out = tmp_path / "eval.json"
     res = r.invoke(main, ["evaluate", "--policies", "drf,srtf-gain", "--seeds", "101-102", "--preset", "tiny",
-                          "--workers", "1", "--per-seed", "--json", str(out)])
+                          "--workers", "1", "--per-seed", "--by-size", "3", "--json", str(out)])
     assert res.exit_code == 0, res.output
     doc = json.loads(out.read_text())
     b = doc["bound"]
@@ -71,6 +71,13 @@ def test_evaluate_prints_the_lower_bound_per_seed(tmp_path):
         assert doc["ratios"][name]["vs_bound"] >= 1.0 - 1e-9  # nothing beats the lower bound
     assert "no-queueing lower bound" in res.output
     assert any(line.split()[:1] == ["101"] for line in res.output.splitlines())
+    # --by-size: each policy's class shares add up to its avg JCT
+    assert "jobs by size" in res.output
+    for name in ("drf", "srtf-gain"):
+        shares = [c["share"] for c in doc["size_classes"] if c["policy"] == name]
+        assert len(shares) >= 2 and abs(sum(shares) - doc["policies"][name]["avg_jct"]) < 1e-6 * sum(shares)
+    res = r.invoke(main, ["evaluate", "--policies", "drf", "--preset", "tiny", "--by-size", "1"])
+    assert res.exit_code != 0 and "--by-size" in res.output
 
 
 def test_mixed_preset_options_reject_unknown_presets():
