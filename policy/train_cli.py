@@ -324,7 +324,7 @@ def evaluate(policies, seeds, preset, model_path, json_out, workers, max_slots, 
     bar = tqdm(total=len(names) * len(seed_list), desc="evaluating", unit="run")
     try:
         doc = run_eval(names, seed_list, preset, model_path, workers=workers, max_slots=max_slots,
-                       progress=lambda n, s: bar.update(1))
+                       progress=lambda n, s: bar.update(1), by_size=by_size)
     finally:
         bar.close()
     click.echo(f"preset {preset}; seeds {seeds}; model {model_path or 'shipped'}")
@@ -332,18 +332,9 @@ def evaluate(policies, seeds, preset, model_path, json_out, workers, max_slots, 
     if per_seed:
         click.echo(format_per_seed(doc))
     if by_size:
-        from dataclasses import asdict
+        from dl2_mesos.policy.sim.size_classes import SizeClass, format_size_classes
 
-        from dl2_mesos.policy.sim.bounds import job_bounds
-        from dl2_mesos.policy.sim.size_classes import format_size_classes, size_classes
-        from dl2_mesos.policy.sim.trace import generate_trace
-
-        sc, tc = get_preset(preset)
-        run_s = {(s, b.job_id): b.run_s for s in seed_list for b in job_bounds(sc, generate_trace(tc, s))}
-        rows = size_classes({n: r["runs"] for n, r in doc["policies"].items()}, seed_list, run_s, by_size)
-        click.echo(format_size_classes(rows))
-        # (JSON has no NaN: a class without a finite run time has no stretch)
-        doc["size_classes"] = [{**asdict(r), "stretch": None if r.stretch != r.stretch else r.stretch} for r in rows]
+        click.echo(format_size_classes([SizeClass.from_dict(d) for d in doc["size_classes"]]))
     if json_out:
         Path(json_out).write_text(json.dumps(doc, indent=1))
         click.echo(f"wrote {json_out}")

@@ -49,8 +49,13 @@ def evaluate(
     workers: int = 2,
     max_slots: int | None = None,
     progress=None,
+    by_size: int | None = None,
 ) -> dict[str, Any]:
-    """Run ``policies`` on ``seeds``; returns the ``dl2 simulate``-shaped document (+ ratios)."""
+    """Run ``policies`` on ``seeds``; returns the ``dl2 simulate``-shaped document (+ ratios).
+
+    ``by_size``: also break each policy's jobs down into that many classes by their no-queueing
+    run time (:mod:`~dl2_mesos.policy.sim.size_classes`), under ``size_classes`` (dicts).
+    """
     from dl2_mesos.policy.sim.settings import preset
 
     sc, tc = preset(preset_name)
@@ -70,12 +75,13 @@ def evaluate(
             runs[name][seed] = d
             if progress:
                 progress(name, seed)
-    from dl2_mesos.policy.sim.bounds import avg_jct_lower_bound
+    from dl2_mesos.policy.sim.bounds import job_bounds
     from dl2_mesos.policy.sim.load import mean_load, offered_load
     from dl2_mesos.policy.sim.trace import generate_trace
 
     traces = {int(s): generate_trace(tc, int(s)) for s in seeds}
-    per_seed = {s: avg_jct_lower_bound(sc, tr) for s, tr in traces.items()}
+    job_bound = {s: job_bounds(sc, tr) for s, tr in traces.items()}
+    per_seed = {s: sum(b.jct for b in bs) / len(bs) if bs else 0.0 for s, bs in job_bound.items()}
     loads = {s: offered_load(sc, tr) for s, tr in traces.items()}
     rho, bottleneck = mean_load(list(loads.values()))
     load = {"rho": rho, "bottleneck": bottleneck, "per_seed": {str(s): x.rho for s, x in loads.items()}}
@@ -98,7 +104,15 @@ def evaluate(
                 ratios[p][f"vs_{base}"] = results[p]["avg_jct"] / results[base]["avg_jct"]
         if b_mean > 0:
             ratios[p]["vs_bound"] = results[p]["avg_jct"] / b_mean
+    extra: dict[str, Any] = {}
+    if by_size:
+        from dl2_mesos.policy.sim.size_classes import size_classes
+
+        run_s = {(s, b.job_id): b.run_s for s, bs in job_bound.items() for b in bs}
+        rows = size_classes({p: results[p]["runs"] for p in policies}, [int(s) for s in seeds], run_s, by_size)
+        extra["size_classes"] = [r.to_dict() for r in rows]
     return {
+        **extra,
         "policies": results,
         "ratios": ratios,
         "bound": bound,

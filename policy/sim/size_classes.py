@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -36,19 +36,35 @@ class SizeClass:
     jobs: int
     mean_jct: float
     mean_wait: float
-    stretch: float  # nan when no job of the class has a finite run_s
+    stretch: float  # nan when no job of the class has a positive finite run_s
     rescales: float
     share: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe dict (JSON has no NaN: a missing stretch is None)."""
+        d = asdict(self)
+        if math.isnan(self.stretch):
+            d["stretch"] = None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SizeClass:
+        """The inverse of :meth:`to_dict`."""
+        return cls(**{**d, "stretch": math.nan if d["stretch"] is None else float(d["stretch"])})
+
+
+def _finite(run_s: Sequence[float]) -> np.ndarray:
+    finite = np.array([r for r in run_s if math.isfinite(r)], dtype=float)
+    if not len(finite):
+        raise ValueError("no job has a finite no-queueing run time")
+    return finite
 
 
 def class_edges(run_s: Sequence[float], classes: int) -> np.ndarray:
     """The ``classes - 1`` inner edges (quantiles) of the finite run times ``run_s``."""
     if classes < 1:
         raise ValueError(f"classes must be >= 1, got {classes}")
-    finite = np.array([r for r in run_s if math.isfinite(r)], dtype=float)
-    if not len(finite):
-        raise ValueError("no job has a finite no-queueing run time")
-    return np.quantile(finite, np.arange(1, classes) / classes)
+    return np.quantile(_finite(run_s), np.arange(1, classes) / classes)
 
 
 def _wait(job: Mapping[str, Any]) -> float:
@@ -78,8 +94,8 @@ def size_classes(
             or runs and seeds of different lengths.
     """
     edges = class_edges(list(run_s.values()), classes)
-    finite = [r for r in run_s.values() if math.isfinite(r)]
-    bounds = [min(finite), *edges.tolist(), max(finite)]
+    finite = _finite(list(run_s.values()))
+    bounds = [float(finite.min()), *edges.tolist(), float(finite.max())]
     out: list[SizeClass] = []
     for name, docs in runs.items():
         if len(docs) != len(seeds):

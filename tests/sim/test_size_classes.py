@@ -77,3 +77,17 @@ def test_on_real_runs_every_job_lands_in_a_class():
         avg = sum(d["avg_jct"] * d["num_jobs"] for d in runs[name]) / len(run_s)
         assert sum(r.share for r in mine) == pytest.approx(avg, rel=1e-9)
         assert all(r.stretch >= 1.0 - 1e-6 for r in mine), "no job runs faster than its fastest size"
+
+
+def test_a_class_survives_json_and_a_missing_stretch_is_null():
+    import json
+
+    from dl2_mesos.policy.sim.size_classes import SizeClass
+
+    row = SizeClass("p", 0, 0.0, 0.0, 1, 5.0, 5.0, math.nan, 0.0, 5.0)
+    d = json.loads(json.dumps(row.to_dict(), allow_nan=False))
+    assert d["stretch"] is None
+    back = SizeClass.from_dict(d)
+    assert math.isnan(back.stretch) and back.mean_jct == 5.0
+    full = SizeClass("p", 1, 1.0, 2.0, 3, 4.0, 0.5, 1.25, 2.0, 1.0)
+    assert SizeClass.from_dict(json.loads(json.dumps(full.to_dict()))) == full
