@@ -20,6 +20,9 @@ Allocation (the real scheduler's, 5.6, with the per-agent fit check of every bas
    utility ``(T(now) - T(+1 task)) / dominant share of that task's demand``; the highest
    utility across jobs is allocated and the job's candidate recomputed. Ties (ambiguity
    11.5): between jobs, earlier arrival first; between a job's PS and worker, the worker.
+   Utilities are compared at 10 significant digits: the speed model has exact ties between
+   different (PS, workers) counts, and the last bits of the computed utilities (which differ
+   between builds of the fit's solver) must not decide them, the tie rule must.
    A task that fits on no agent is dropped from that job's candidates (the other role may
    still be tried); the pass goes on with the other jobs.
 3. Stop when the best utility is <= 0 or nothing fits.
@@ -28,6 +31,7 @@ Allocation (the real scheduler's, 5.6, with the per-agent fit check of every bas
 from __future__ import annotations
 
 import heapq
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -78,6 +82,18 @@ class OptimusSpeedModel:
         )
 
 
+#: significant digits of a utility that take part in comparisons (see the module docstring)
+UTILITY_DIGITS = 10
+
+
+def comparable_utility(util: float) -> float:
+    """``util`` rounded to :data:`UTILITY_DIGITS` significant digits (0, inf and nan unchanged),
+    so that utilities equal in the model compare equal and the tie rule decides between them."""
+    if util == 0 or not math.isfinite(util):
+        return util
+    return round(util, UTILITY_DIGITS - 1 - math.floor(math.log10(abs(util))))
+
+
 @lru_cache(maxsize=1)
 def optimus_speed_model() -> OptimusSpeedModel:
     """The fitted model (built once per process)."""
@@ -114,7 +130,7 @@ class OptimusPolicy:
             assert res is not None
             after = self._remaining(job, ps + (role == "ps"), w + (role == "worker"))
             share = res.share_of(cap) or 1e-12
-            util = (now - after) / share
+            util = comparable_utility((now - after) / share)
             if best is None or util > best[0]:
                 best = (util, role)
         return best

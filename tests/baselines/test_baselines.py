@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from dl2_mesos.allocation import JobAllocation, validate_allocation
 from dl2_mesos.policy.baselines.fifo import FIFOPolicy
-from dl2_mesos.policy.baselines.optimus import OptimusPolicy, fit_optimus_model, optimus_speed_model
+from dl2_mesos.policy.baselines import optimus
+from dl2_mesos.policy.baselines.optimus import (
+    OptimusPolicy,
+    OptimusSpeedModel,
+    comparable_utility,
+    fit_optimus_model,
+    optimus_speed_model,
+)
 from dl2_mesos.policy.baselines.srtf import SRTFPolicy
 from dl2_mesos.policy.baselines.tetris import TetrisPolicy
 from dl2_mesos.policy.registry import BASELINES, make_policy
@@ -121,6 +130,53 @@ def test_optimus_stops_at_a_local_optimum_of_its_estimate(make_state, model):
         assert sm.epochs_per_second(model, ps + 1, w) <= here + 1e-12
     if w < 16:
         assert sm.epochs_per_second(model, ps, w + 1) <= here + 1e-12
+
+
+def test_comparable_utility_keeps_ten_significant_digits():
+    assert comparable_utility(336780.81727701996) == comparable_utility(336780.8172770217) == 336780.8173
+    assert comparable_utility(-173974.83807022538) == -173974.8381
+    assert comparable_utility(1.2345678901234e-7) == 1.23456789e-7
+    assert comparable_utility(1.0) != comparable_utility(1.0 + 1e-9)  # a real difference stays
+    assert comparable_utility(0.0) == 0.0
+    assert comparable_utility(float("inf")) == float("inf")
+    assert np.isnan(comparable_utility(float("nan")))
+
+
+class _Recorder:
+    name = "optimus"
+
+    def __init__(self, policy):
+        self.policy, self.decisions = policy, []
+
+    def decide(self, state):
+        alloc = self.policy.decide(state)
+        self.decisions.append(sorted((j, a.num_ps, a.num_workers) for j, a in alloc.items()))
+        return alloc
+
+
+def _optimus_decisions(speed_model, slots):
+    sim, tc = preset("sweep-rho2")
+    rec = _Recorder(OptimusPolicy(speed_model=speed_model))
+    run(rec, replace(sim, max_slots=slots), generate_trace(tc, 108), seed=108)
+    return rec.decisions
+
+
+@pytest.mark.parametrize("noise_seed", [1, 2, 3])
+def test_optimus_decisions_do_not_depend_on_the_last_bits_of_the_fit(monkeypatch, noise_seed):
+    """The fit's solver gives coefficients that differ in their last bits between scipy/BLAS builds
+    (1e-15 relative, measured); the speed model has exact ties between different task counts, so
+    unrounded utilities let those bits pick the winner (this trace: a different allocation from
+    slot 12 on, avg JCT 41,346 s against 41,502 s). With comparable utilities the tie rule decides."""
+    slots = 30
+    exact = _optimus_decisions(OptimusSpeedModel(), slots)
+    rng = np.random.default_rng(noise_seed)
+    fit = optimus.fit_optimus_model
+    monkeypatch.setattr(
+        optimus, "fit_optimus_model", lambda pts: fit(pts) * (1 + 1e-13 * rng.standard_normal(5))
+    )
+    noisy = _optimus_decisions(OptimusSpeedModel(), slots)
+    assert len(exact) == len(noisy) == slots
+    assert noisy == exact
 
 
 def test_optimus_true_speed_option():
