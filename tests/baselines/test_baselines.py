@@ -142,23 +142,20 @@ def test_comparable_utility_keeps_ten_significant_digits():
     assert np.isnan(comparable_utility(float("nan")))
 
 
-class _Recorder:
-    name = "optimus"
-
-    def __init__(self, policy):
-        self.policy, self.decisions = policy, []
-
-    def decide(self, state):
-        alloc = self.policy.decide(state)
-        self.decisions.append(sorted((j, a.num_ps, a.num_workers) for j, a in alloc.items()))
-        return alloc
-
-
 def _optimus_decisions(speed_model, slots):
+    """What Optimus was granted in each slot of ``sweep-rho2`` seed 108 (the run's own record)."""
     sim, tc = preset("sweep-rho2")
-    rec = _Recorder(OptimusPolicy(speed_model=speed_model))
-    run(rec, replace(sim, max_slots=slots), generate_trace(tc, 108), seed=108)
-    return rec.decisions
+    granted = []
+    run(
+        OptimusPolicy(speed_model=speed_model),
+        replace(sim, max_slots=slots),
+        generate_trace(tc, 108),
+        seed=108,
+        on_slot=lambda out: granted.append(
+            sorted((j, a.num_ps, a.num_workers) for j, a in out.granted.items())
+        ),
+    )
+    return granted
 
 
 @pytest.mark.parametrize("noise_seed", [1, 2, 3])
