@@ -29,6 +29,7 @@ import copy
 import time
 from dataclasses import dataclass
 
+import click
 import numpy as np
 
 from dl2_mesos.allocation import Allocation
@@ -39,6 +40,7 @@ from dl2_mesos.policy.dl2.network import NumpyActor
 from dl2_mesos.policy.dl2.rollout import make_sim
 from dl2_mesos.policy.dl2.slot import SlotContext
 from dl2_mesos.policy.sim.simulator import Simulator
+from dl2_mesos.policy.simulate_cli import parse_seeds
 
 
 @dataclass(frozen=True)
@@ -71,10 +73,6 @@ class OneDeviation:
             return greedy
         others = [a for a in np.flatnonzero(mask) if a != greedy]
         return int(self.rng.choice(others)) if others else greedy
-
-
-def _key(alloc: Allocation) -> tuple:
-    return tuple(sorted((j, alloc[j].num_ps, alloc[j].num_workers) for j in alloc))
 
 
 def _decide(policy: DL2Policy, state: ClusterState) -> Allocation:
@@ -124,16 +122,16 @@ def improved_run(preset: str, seed: int, policy: DL2Policy, candidates: int, hor
             continue
         slots += 1
         greedy, steps = run_slot(state, cfg, OneDeviation(fast, -1, rng))
-        others: dict[tuple, Allocation] = {}
+        others: dict[Allocation, None] = {}  # distinct deviations, in the order drawn
         for _ in range(candidates):
             k = int(rng.integers(len(steps))) if steps else 0
             alloc, _ = run_slot(state, cfg, OneDeviation(fast, k, rng))
-            if _key(alloc) != _key(greedy):
-                others.setdefault(_key(alloc), alloc)
+            if alloc != greedy:
+                others.setdefault(alloc)
         best = greedy
         if others:
             best_cost = job_slots_after(sim, greedy, policy, horizon)
-            for alloc in others.values():
+            for alloc in others:
                 c = job_slots_after(sim, alloc, policy, horizon)
                 if c < best_cost:
                     best, best_cost = alloc, c
@@ -141,14 +139,6 @@ def improved_run(preset: str, seed: int, policy: DL2Policy, candidates: int, hor
         sim.step(best)
     return TraceResult(preset, seed, greedy_jct, greedy_cost, sim.metrics("dl2").avg_jct, cost, switched, slots,
                        time.perf_counter() - t0)
-
-
-def _seeds(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.strip().partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
-    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -161,11 +151,15 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.candidates < 1 or args.horizon < 0:
         ap.error("--candidates must be >= 1 and --horizon >= 0")
+    try:
+        seeds = parse_seeds(args.seeds)
+    except click.BadParameter as exc:
+        ap.error(exc.format_message())
     policy = DL2Policy(model_path=args.model)
     print(f"{'preset':14s} {'seed':>5s} {'greedy JCT':>11s} {'improved':>9s} {'ratio':>7s} {'job-slots g/i':>15s} "
           f"{'switched':>9s} {'s':>6s}")
     results = []
-    for seed in _seeds(args.seeds):
+    for seed in seeds:
         r = improved_run(args.preset, seed, policy, args.candidates, args.horizon)
         results.append(r)
         print(f"{r.preset:14s} {r.seed:5d} {r.greedy_jct:11.0f} {r.improved_jct:9.0f} "

@@ -55,3 +55,7 @@ def test_bad_options_are_refused(bench, capsys):
         bench.main(["--candidates", "0"])
     assert exc.value.code == 2
     assert "--candidates must be >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        bench.main(["--seeds", "9-3"])
+    assert exc.value.code == 2
+    assert "is not a seed, list (1,2,5) or range (1-5)" in capsys.readouterr().err

@@ -122,13 +122,15 @@ class Run:
     """One path's result: granted (PS, workers) per slot per job (jobs granted nothing left out)
     and each job's JCT (simulated seconds); on the cluster also each job's measured launch lags
     (real seconds from the slot start until a generation trained) and finish lag (from the last
-    epoch until the framework handled it)."""
+    epoch until the framework handled it); in the simulator also the jobs charged a restart per
+    slot."""
 
     allocations: dict[int, dict[str, tuple[int, int]]]
     jct: dict[str, float]
     views: dict[int, dict[str, tuple[int, int, int, int, int]]]
     launch_lags: dict[str, list[float]] | None = None
     finish_lags: dict[str, float] | None = None
+    restarts: dict[int, tuple[str, ...]] | None = None
 
     @property
     def avg_jct(self) -> float:
@@ -186,20 +188,19 @@ def _nominal_arrivals() -> dict[str, float]:
     return {name: slot * SIM_SLOT - LEAD * SCALE for name, _, slot, _ in TRACE}
 
 
-def _finishes_inside_margins(sim: Simulator, run: Run) -> None:
+def _finishes_inside_margins(sim: Simulator, restarts: dict[int, tuple[str, ...]]) -> None:
     """Every simulated finish lies BOUNDARY_MARGIN inside its slot and, where the slot restarted
-    the job (new counts after it had trained), trains RESCALED_FINISH_MARGIN of a slot after the
-    restart: the job's old generation trains on until the new one is launched, so with less work
-    left than that it would finish the job on the cluster before the restart it is charged here."""
+    the job (``restarts``: the jobs the simulator charged a restart, per slot), trains
+    RESCALED_FINISH_MARGIN of a slot after the restart: the job's old generation trains on until
+    the new one is launched, so with less work left than that it would finish the job on the
+    cluster before the restart it is charged here."""
     lo, hi = BOUNDARY_MARGIN
     for r in sim.metrics().jobs:
         assert r.end_time is not None
         slot = int(r.end_time // SIM_SLOT)
         used = r.end_time / SIM_SLOT - slot
         assert lo <= used <= 1.0 - hi, f"trace: {r.job_id} ends at {used:.2f} of its slot"
-        before = run.allocations.get(slot - 1, {}).get(r.job_id, (0, 0))
-        trained_before = any(r.job_id in run.allocations[s] for s in run.allocations if s < slot)
-        if trained_before and run.allocations.get(slot, {}).get(r.job_id) != before:
+        if r.job_id in restarts.get(slot, ()):
             trained = used - RESTART_SIM / SIM_SLOT
             assert trained >= RESCALED_FINISH_MARGIN, (
                 f"trace: {r.job_id} restarts in the slot it ends in and trains only {trained:.2f} of it after the restart")
@@ -211,16 +212,18 @@ def _simulate(policy_name: str, arrivals: dict[str, float], inner=None) -> tuple
     sim = Simulator(SimConfig(num_agents=2, slot_seconds=SIM_SLOT, max_slots=40), trace)
     policy = ViewRecorder(inner or make_policy(policy_name))
     allocations = {}
+    restarts = {}
     state = sim.state()
     while not sim.done:
         outcome = sim.step(policy.decide(state) if state.jobs else Allocation())
         granted = {k: (v.num_ps, v.num_workers) for k, v in outcome.granted.items() if not v.is_zero}
         if granted:
             allocations[state.slot] = granted
+        restarts[state.slot] = outcome.rescaled
         state = sim.state()
     metrics = sim.metrics(policy_name)
     assert all(r.finished for r in metrics.jobs)
-    return Run(allocations, {r.job_id: r.jct for r in metrics.jobs}, policy.views), sim
+    return Run(allocations, {r.job_id: r.jct for r in metrics.jobs}, policy.views, restarts=restarts), sim
 
 
 @pytest.fixture
@@ -381,7 +384,8 @@ def _generations(run: Run) -> dict[str, int]:
 def test_trace_finishes_away_from_slot_boundaries(policy_name):
     """The trace can be compared (see the module docstring), and it rescales jobs."""
     run, sim = _simulate(policy_name, _nominal_arrivals())
-    _finishes_inside_margins(sim, run)
+    assert run.restarts is not None
+    _finishes_inside_margins(sim, run.restarts)
     gens = _generations(run)
     assert sum(gens.values()) > len(gens), "the trace must make some job rescale"
 
@@ -401,7 +405,8 @@ def test_cluster_and_simulator_agree(policy_name, cluster, zookeeper):
     on_cluster, arrivals = _on_cluster(policy_name, cluster, zookeeper)
     simulated, sim = _simulate(policy_name, arrivals)
 
-    _finishes_inside_margins(sim, simulated)  # with the arrivals as they happened
+    assert simulated.restarts is not None
+    _finishes_inside_margins(sim, simulated.restarts)  # with the arrivals as they happened
     slots = sorted(set(simulated.allocations) | set(on_cluster.allocations))
     same = [s for s in slots if simulated.allocations.get(s) == on_cluster.allocations.get(s)]
     assert on_cluster.launch_lags is not None and on_cluster.finish_lags is not None
