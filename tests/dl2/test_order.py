@@ -67,7 +67,7 @@ def _jobs(epochs_left, running=None, nodes=4, measured=None):
                 a = next(k for k in range(nodes) if res.fits_in(free[k]))
                 free[a] = free[a] - res
                 tasks.append(TaskView(f"t{len(tasks)}", f"j{i}", role, agents[a].agent_id, res))
-        jobs.append(JobView(f"j{i}", spec, i, 1200.0 * i, 1000.0 - e, num_ps=p, num_workers=w, slots_run=2,
+        jobs.append(JobView(f"j{i}", spec, i, 1200.0 * i, 1000.0 - e, num_ps=p, num_workers=w, slots_run=2, slots_since_rescale=2,
                             measured_epochs_per_second=measured.get(i)))
     return ClusterState(slot=9, slot_seconds=1200.0, now=9 * 1200.0, jobs=tuple(jobs), agents=agents,
                         tasks=tuple(tasks))
