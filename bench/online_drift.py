@@ -1,6 +1,6 @@
 """Online learning under workload drift, live on the local cluster; and rollback on a bad update.
 
-    .venv/bin/python bench/online_drift.py                   # 30 jobs, 8 agents, 2 s slots (about 10 min)
+    .venv/bin/python bench/online_drift.py                   # 40 jobs, 8 agents, 2 s slots (about 7 min)
     .venv/bin/python bench/online_drift.py --jobs 20 --agents 6
 
 Four live runs of the same workload (:mod:`dl2_rigs.online_drift`: light executors whose jobs
@@ -34,7 +34,9 @@ def _fmt(v: float | None, unit: str = "s") -> str:
 
 
 @click.command("online-drift")
-@click.option("--jobs", default=30, show_default=True, type=click.IntRange(4, 400))
+# 40 jobs: with 30 the workload ends within two windows of the injection (slot 24), before a
+# drop can be confirmed
+@click.option("--jobs", default=40, show_default=True, type=click.IntRange(4, 400))
 @click.option("--agents", default=8, show_default=True, type=click.IntRange(1, 200))
 @click.option("--slot", "slot_seconds", default=2.0, show_default=True, type=click.FloatRange(0.5, 60))
 @click.option("--window", default=8, show_default=True, type=click.IntRange(2, 100),

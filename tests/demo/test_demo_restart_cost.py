@@ -1,9 +1,11 @@
-"""The restart cost the demo's jobs show the policy: in the slot units the model was trained on.
+"""The restart cost the demo's jobs show the policy.
 
 Left to their type's default (60 s + 300 s, the paper's full-size GPU jobs), the demo's jobs would
-show the DL2 model a restart of 36 of the demo's 10 s slots; it was trained on 1200 s slots
-(restart / slot = 0.3) and its feature is clipped at 4, so every demo decision was taken on an
-input outside the training range (train/serve skew)."""
+cost 36 of the demo's 10 s slots per restart. The model was trained on 1200 s slots (restart /
+slot = 0.3); the policy measures time in units of at least restart / 0.3 and holds a job's counts
+for two restarts after a change, so with those costs it would see the demo's minutes-long jobs
+as a fraction of one unit and could rescale a job once every 72 slots. The demo's jobs declare
+the reference program's real restart (about 5 s): a unit of 16.7 s, close to the slot."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ import pytest
 import dl2_mesos.demo as demo_mod
 from dl2_mesos.cluster import AgentView, ClusterState
 from dl2_mesos.jobs import JobSpec
-from dl2_mesos.policy.dl2.features import F_RESTART, static_job_features
+from dl2_mesos.policy.dl2.features import F_RESTART, static_job_features, time_unit_seconds
+from dl2_mesos.policy.dl2.slot import HOLD_RESTARTS
 from dl2_mesos.resources import Resources
 from dl2_mesos.slot_accounting import RescaleLedger, job_view
 
@@ -35,16 +38,21 @@ def test_the_demo_default_slot_is_the_one_these_figures_assume():
 
 def test_demo_jobs_show_a_restart_cost_within_the_models_training_range():
     bodies = [demo_mod.job_request(jt, ep) for jt, ep, _ in demo_mod.WORKLOAD]
-    feature = static_job_features(_state(bodies))[:, F_RESTART]
-    assert feature.tolist() == pytest.approx([demo_mod.DEMO_RESTART_SECONDS / DEMO_SLOT_SECONDS] * len(bodies))
-    assert (feature <= 3 * TRAINING_RESTART_PER_SLOT).all()  # same order as in training, not clipped
+    state = _state(bodies)
+    feature = static_job_features(state)[:, F_RESTART]
+    assert feature.tolist() == pytest.approx([TRAINING_RESTART_PER_SLOT] * len(bodies))  # as in training
+    # the time unit stays close to the demo's slot (5 s / 0.3), and the hold lasts one slot
+    assert time_unit_seconds(state) == pytest.approx(demo_mod.DEMO_RESTART_SECONDS / TRAINING_RESTART_PER_SLOT)
+    assert time_unit_seconds(state) < 2 * DEMO_SLOT_SECONDS
+    assert HOLD_RESTARTS * demo_mod.DEMO_RESTART_SECONDS <= DEMO_SLOT_SECONDS
 
 
-def test_without_a_declared_cost_the_demo_jobs_show_the_clipped_paper_default():
+def test_without_a_declared_cost_the_demo_jobs_would_be_held_for_72_slots():
     bodies = [demo_mod.job_request(jt, ep, restart_seconds=None) for jt, ep, _ in demo_mod.WORKLOAD]
     assert all("restart_seconds" not in b for b in bodies)
-    feature = static_job_features(_state(bodies))[:, F_RESTART]
-    assert feature.tolist() == pytest.approx([4.0] * len(bodies))  # 360 s / 10 s = 36, clipped
+    state = _state(bodies)
+    assert time_unit_seconds(state) == pytest.approx(1200.0)  # 360 s / 0.3: a unit of 120 demo slots
+    assert HOLD_RESTARTS * 360.0 / DEMO_SLOT_SECONDS == pytest.approx(72.0)
 
 
 def test_job_request_is_a_valid_submission_body():

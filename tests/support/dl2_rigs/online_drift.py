@@ -378,7 +378,7 @@ def run_drift(workload: list[DriftJob], *, online: bool, agents: int = 13, slot_
                 now = time.monotonic() - t0
                 while pending and pending[0].at <= now:
                     d = pending.pop(0)
-                    submitted[_submit(api, d)] = d
+                    submitted[_submit(api, d, time_scale)] = d
                 jobs = replica.view()["jobs"]
                 ended = [j for j in submitted if jobs.get(j, {}).get("phase") in ("finished", "failed", "cancelled")]
                 if not pending and len(ended) == len(submitted):
@@ -409,12 +409,20 @@ def run_drift(workload: list[DriftJob], *, online: bool, agents: int = 13, slot_
             cluster.stop(timeout=60)
 
 
-def _submit(api: str, d: DriftJob) -> str:
-    """Submit one job (the loop may be busy with a model update: wait, retry with the same key)."""
+def _submit(api: str, d: DriftJob, time_scale: float) -> str:
+    """Submit one job (the loop may be busy with a model update: wait, retry with the same key).
+
+    The job declares its restart cost on the live clock (its type's / ``time_scale``, what the
+    speed hub pauses it for): left to the type's default (360 s) in 2 s slots, the policy would
+    see restarts of 180 slots and hold every rescaled job for 360 of them."""
+    from dl2_mesos.job_types import get_job_type
+
     key = f"drift-{d.at}-{d.job_type}-{d.epochs}-{id(d)}"
+    body = {"job_type": d.job_type, "epochs": d.epochs,
+            "restart_seconds": get_job_type(d.job_type).restart_seconds / time_scale}
     for attempt in range(3):
         try:
-            r = requests.post(f"{api}/api/v1/jobs", json={"job_type": d.job_type, "epochs": d.epochs},
+            r = requests.post(f"{api}/api/v1/jobs", json=body,
                               headers={"Idempotency-Key": key}, timeout=30)
             r.raise_for_status()
             return str(r.json()["id"])
