@@ -31,6 +31,7 @@ from typing import Any
 
 import requests
 
+from dl2_mesos.job_types import get_job_type
 from dl2_mesos.messages import LaunchSpec, ProgressReport, RescaleReport, RescaleRequest, decode_b64
 from dl2_mesos.speed_model import default_speed_model
 from dl2_rigs.lightexec import Hub, _Executor, executor_command
@@ -38,6 +39,12 @@ from dl2_rigs.lightexec import Hub, _Executor, executor_command
 logger = logging.getLogger(__name__)
 
 SIM_SLOT_SECONDS = 1200.0  # the simulated slot the model was trained with
+
+
+def live_restart_seconds(job_type: str, time_scale: float) -> float:
+    """A job's restart cost on the live clock: its type's (simulated seconds) / ``time_scale``.
+    The hub pauses a rescaled job for it, and the job declares it to the policy."""
+    return get_job_type(job_type).restart_seconds / time_scale
 
 
 @dataclass(frozen=True)
@@ -143,9 +150,7 @@ class SpeedHub(Hub):
         await _SpeedExecutor(self, *line, writer).run()
 
     def _restart_pause(self, job_type: str) -> float:
-        from dl2_mesos.job_types import get_job_type
-
-        return get_job_type(job_type).restart_seconds / self.time_scale
+        return live_restart_seconds(job_type, self.time_scale)
 
     def launched(self, spec: LaunchSpec, ex: _SpeedExecutor) -> None:
         self.executors_by_job.setdefault(spec.job_id, set()).add(ex)
@@ -415,11 +420,9 @@ def _submit(api: str, d: DriftJob, time_scale: float) -> str:
     The job declares its restart cost on the live clock (its type's / ``time_scale``, what the
     speed hub pauses it for): left to the type's default (360 s) in 2 s slots, the policy would
     see restarts of 180 slots and hold every rescaled job for 360 of them."""
-    from dl2_mesos.job_types import get_job_type
-
     key = f"drift-{d.at}-{d.job_type}-{d.epochs}-{id(d)}"
     body = {"job_type": d.job_type, "epochs": d.epochs,
-            "restart_seconds": get_job_type(d.job_type).restart_seconds / time_scale}
+            "restart_seconds": live_restart_seconds(d.job_type, time_scale)}
     for attempt in range(3):
         try:
             r = requests.post(f"{api}/api/v1/jobs", json=body,
