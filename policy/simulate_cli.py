@@ -625,6 +625,7 @@ def matrix(policies, seeds, points, quick, model_path, workers, max_slots, out, 
     from dl2_mesos.policy.registry import policy_names
     from dl2_mesos.policy.sim import matrix as mx
     from dl2_mesos.policy.sim.settings import PRESETS
+    from dl2_mesos.policy.sim.settings import preset as get_preset
 
     names = (
         [n.strip().lower() for n in policies.split(",") if n.strip()] if policies else mx.default_policies()
@@ -643,11 +644,13 @@ def matrix(policies, seeds, points, quick, model_path, workers, max_slots, out, 
         if points
         else list(mx.QUICK_POINTS if quick else mx.DEFAULT_POINTS)
     )
-    bad = [p for p in point_list if p not in PRESETS]
-    if not point_list or bad:
-        raise click.BadParameter(
-            f"unknown preset {bad[0] if bad else ''!r}; known: {', '.join(PRESETS)}", param_hint="--points"
-        )
+    if not point_list:
+        raise click.BadParameter(f"no preset given; known: {', '.join(PRESETS)}", param_hint="--points")
+    for point in point_list:
+        try:
+            get_preset(point)  # named presets with their @NODES / *LENGTH_SCALE suffixes
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc), param_hint="--points") from None
     if "dl2" in names:
         from dl2_mesos.errors import CheckpointError
         from dl2_mesos.policy.dl2.checkpoint import load_checkpoint
@@ -667,8 +670,6 @@ def matrix(policies, seeds, points, quick, model_path, workers, max_slots, out, 
         raise click.BadParameter(f"{not_run[0]!r} is not among the policies run", param_hint="--rerun")
     cache = None
     if cache_path:
-        from dl2_mesos.errors import ConfigError
-
         try:
             cache = mx.RunCache(cache_path)
         except ConfigError as exc:

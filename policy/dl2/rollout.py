@@ -55,7 +55,7 @@ def make_sim(preset_name: str, seed: int, max_slots: int | None = None, restart_
     """A simulator for ``preset_name`` on the trace generated with ``seed``.
 
     ``NAME@N`` is preset NAME on N nodes (same trace): e.g. ``small@8`` is the ``small`` trace on
-    a more contended cluster. ``restart_scale`` multiplies the restart cost charged, not the one
+    a more contended cluster; ``NAME*K`` has every job K times as long (:func:`preset_config`). ``restart_scale`` multiplies the restart cost charged, not the one
     the policy sees (a training curriculum: cheaper restarts make the payoff of rescaling easier
     to find, while the observations stay those of the real cluster).
     """
@@ -73,19 +73,11 @@ def make_sim(preset_name: str, seed: int, max_slots: int | None = None, restart_
 
 
 def preset_config(name: str):
-    """(SimConfig, TraceConfig) of a preset name, with an optional ``@N`` node count."""
-    from dataclasses import replace
-
-    from dl2_mesos.errors import ConfigError
+    """(SimConfig, TraceConfig) of a preset name, with its optional ``@N`` node count and
+    ``*K`` job-length suffixes (:func:`dl2_mesos.policy.sim.settings.preset`)."""
     from dl2_mesos.policy.sim.settings import preset
 
-    base, sep, nodes = name.partition("@")
-    sc, tc = preset(base)
-    if sep:
-        if not nodes.isdigit() or int(nodes) < 1:
-            raise ConfigError(f"preset {name!r}: the node count after '@' must be a positive integer")
-        sc = replace(sc, num_agents=int(nodes), agents=None)
-    return sc, tc
+    return preset(name)
 
 
 def jct_reward(state, outcome, slot_seconds: float, end_times) -> float:

@@ -360,6 +360,11 @@ def _trace_preset(name: str) -> tuple[SimConfig, TraceConfig]:
 def preset(name: str) -> tuple[SimConfig, TraceConfig]:
     """The named preset, or a trace preset ``trace:FILE[|FILE...][;key=value...]``.
 
+    A named preset takes two optional suffixes, in this order: ``@N`` runs its trace on N nodes
+    (``small@8``: the ``small`` trace on a more contended cluster) and ``*K`` makes every job K
+    times as long (``max_epochs`` x K, arrivals unchanged; ``sweep-rho2*2``, ``sweep-rho2@30*2``):
+    a workload of longer or shorter jobs than the preset's, to train a policy on or to probe one.
+
     A trace preset draws every episode from CSV trace files (your cluster's history): the seed
     picks a file and drives the augmentation. Options: ``base`` (the preset whose cluster and
     slot length are used, default ``small``), ``agents`` (node count), and the augmentation of
@@ -373,14 +378,25 @@ def preset(name: str) -> tuple[SimConfig, TraceConfig]:
     """
     if isinstance(name, str) and name.startswith(TRACE_PREFIX):
         return _trace_preset(name)
+    head, star, scale_text = str(name).partition("*")
+    base, at, nodes = head.partition("@")
     try:
-        return PRESETS[name]
+        sim, trace = PRESETS[base]
     except KeyError:
-        raise ConfigError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}, or trace:FILE") from None
-
-
-def with_slot_seconds(
-    sim: SimConfig, trace: TraceConfig, slot_seconds: float
-) -> tuple[SimConfig, TraceConfig]:
-    """Both configs with one slot length (they must agree)."""
-    return replace(sim, slot_seconds=slot_seconds), replace(trace, slot_seconds=slot_seconds)
+        raise ConfigError(
+            f"unknown preset {base!r}; known: {', '.join(PRESETS)} (each with optional @NODES and "
+            "*LENGTH_SCALE suffixes), or trace:FILE"
+        ) from None
+    if at:
+        if not nodes.isdigit() or int(nodes) < 1:
+            raise ConfigError(f"preset {name!r}: the node count after '@' must be a positive integer")
+        sim = replace(sim, num_agents=int(nodes), agents=None)
+    if star:
+        try:
+            scale = float(scale_text)
+        except ValueError:
+            scale = math.nan
+        if not 0.01 <= scale <= 100.0:
+            raise ConfigError(f"preset {name!r}: the job-length scale after '*' must be a number from 0.01 to 100")
+        trace = replace(trace, max_epochs=trace.max_epochs * scale)
+    return sim, trace

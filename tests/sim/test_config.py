@@ -77,3 +77,25 @@ def test_max_epochs_is_bounded_by_the_longest_job_it_generates():
         TraceConfig(max_epochs=fits, fixed_length=False)  # up to 1.09 x that
     for seed in (1, 2):
         generate_trace(TraceConfig(num_jobs=40, max_epochs=fits / 1.09, fixed_length=False), seed)
+
+
+def test_preset_suffixes_scale_nodes_and_job_lengths():
+    base_sim, base_trace = preset("sweep-rho2")
+    sim, trace = preset("sweep-rho2@30*2")
+    assert sim.num_agents == 30 and trace.max_epochs == 2 * base_trace.max_epochs
+    sim, trace = preset("sweep-rho2*0.5")
+    assert sim == base_sim and trace.max_epochs == base_trace.max_epochs / 2
+    assert trace.arrival == base_trace.arrival and trace.num_jobs == base_trace.num_jobs
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [("sweep-rho2*", "job-length scale"), ("sweep-rho2*two", "job-length scale"),
+     ("sweep-rho2*0", "job-length scale"), ("sweep-rho2*inf", "job-length scale"),
+     ("sweep-rho2*nan", "job-length scale"), ("sweep-rho2@0", "node count"),
+     ("sweep-rho2@x*2", "node count"), ("galactic*2", "unknown preset"),
+     ("sweep-rho2*100", "limit")],
+)
+def test_bad_preset_suffixes_are_refused(name, message):
+    with pytest.raises(ConfigError, match=message):
+        preset(name)

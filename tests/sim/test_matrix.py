@@ -111,6 +111,7 @@ def test_matrix_without_matplotlib_keeps_the_table_and_the_json(tmp_path, monkey
         (["--policies", "nope"], "unknown policy"),
         (["--policies", "drf,drf"], "named twice"),
         (["--points", "nope"], "unknown preset"),
+        (["--points", "sweep-rho2*0"], "job-length scale"),
         (["--seeds", "x"], "not a seed"),
     ],
 )
