@@ -16,7 +16,7 @@ load rho, every policy's avg JCT (slots) and DL2's ratio to the best heuristic; 
 and the geometric mean and worst of that ratio.
 
     .venv/bin/python bench/philly_like.py [--cases 12] [--policies drf,optimus,srtf-gain,tiresias]
-        [--model FILE] [--workers 2]
+        [--model FILE] [--workers 2] [--duration-scale 1]
 """
 
 from __future__ import annotations
@@ -58,11 +58,12 @@ class Case:
         return f"s{self.seed}-{self.jobs}j-{self.arrivals}-{self.nodes}n"
 
 
-def write_log(case: Case, path: Path) -> None:
-    """A Philly-style CSV log (submit time, duration, GPUs) for ``case``."""
+def write_log(case: Case, path: Path, duration_scale: float = 1.0) -> None:
+    """A Philly-style CSV log (submit time, duration, GPUs) for ``case``; ``duration_scale``
+    multiplies every duration (and the clipping range) after it is drawn."""
     rng = np.random.default_rng(case.seed)
     n = case.jobs
-    duration = np.clip(rng.lognormal(math.log(3600), 1.4, n), 120, 40 * 3600)
+    duration = duration_scale * np.clip(rng.lognormal(math.log(3600), 1.4, n), 120, 40 * 3600)
     gpus = rng.choice(GPU_CHOICES, size=n, p=GPU_PROBS)
     if case.arrivals == "poisson":
         submit = np.cumsum(rng.exponential(case.mean_gap_s, n))
@@ -80,7 +81,7 @@ def write_log(case: Case, path: Path) -> None:
             w.writerow([f"j{i}", f"{submit[i]:.0f}", f"{duration[i]:.0f}", int(gpus[i])])
 
 
-def run_case(task: tuple[Case, tuple[str, ...], str | None]) -> tuple[Case, float, dict[str, float]]:
+def run_case(task: tuple[Case, tuple[str, ...], str | None, float]) -> tuple[Case, float, dict[str, float]]:
     """Import the case's log and simulate every policy on it; returns (case, rho, avg JCT in slots)."""
     import torch
 
@@ -91,10 +92,10 @@ def run_case(task: tuple[Case, tuple[str, ...], str | None]) -> tuple[Case, floa
     from dl2_mesos.policy.sim.simulator import run
 
     torch.set_num_threads(1)
-    case, policies, model = task
+    case, policies, model, duration_scale = task
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "log.csv"
-        write_log(case, log)
+        write_log(case, log, duration_scale)
         trace = import_philly(log, seed=case.seed)
     sc, _ = preset("small")
     sc = replace(sc, num_agents=case.nodes)
@@ -113,16 +114,21 @@ def main() -> None:
     ap.add_argument("--policies", default="drf,optimus,srtf-gain,tiresias", help="the heuristics to compare with")
     ap.add_argument("--model", default=None, help="DL2 weights (default: the shipped model)")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--duration-scale", type=float, default=1.0,
+                    help="multiply every job's duration (2: the same submissions, jobs twice as long)")
     args = ap.parse_args()
+    if not 0.01 <= args.duration_scale <= 100:
+        ap.error("--duration-scale: must be from 0.01 to 100")
     policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
     cases = [Case(*c) for c in CASES[: args.cases]]
     head = f"{'case':28s} {'rho':>5s} " + " ".join(f"{p:>9s}" for p in ("dl2", *policies)) + f" {'dl2/best':>9s}"
-    print("avg JCT in slots (1200 s); restart cost charged; the same trace for every policy")
+    scale = f"; durations x {args.duration_scale:g}" if args.duration_scale != 1.0 else ""
+    print(f"avg JCT in slots (1200 s); restart cost charged; the same trace for every policy{scale}")
     print(head)
     print("-" * len(head))
     ratios = []
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
-        for case, rho, jct in pool.map(run_case, [(c, policies, args.model) for c in cases]):
+        for case, rho, jct in pool.map(run_case, [(c, policies, args.model, args.duration_scale) for c in cases]):
             best = min(jct[p] for p in policies)
             ratios.append(jct["dl2"] / best)
             print(f"{case.name:28s} {rho:5.2f} " + " ".join(f"{jct[p]:9.2f}" for p in ("dl2", *policies))
