@@ -400,3 +400,10 @@ def preset(name: str) -> tuple[SimConfig, TraceConfig]:
             raise ConfigError(f"preset {name!r}: the job-length scale after '*' must be a number from 0.01 to 100")
         trace = replace(trace, max_epochs=trace.max_epochs * scale)
     return sim, trace
+
+
+def with_slot_seconds(
+    sim: SimConfig, trace: TraceConfig, slot_seconds: float
+) -> tuple[SimConfig, TraceConfig]:
+    """Both configs with one slot length (they must agree)."""
+    return replace(sim, slot_seconds=slot_seconds), replace(trace, slot_seconds=slot_seconds)
