@@ -112,7 +112,7 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
     seed_list = _seeds(seeds, "--seeds")
     extra = []
     for item in also:
-        name, sep, text = item.partition("=")
+        name, sep, text = item.rpartition("=")  # the last "=": a trace preset has its own
         if not sep or not name.strip():
             raise click.BadParameter(f"expected PRESET=SEEDS, got {item!r}", param_hint="--also")
         try:

@@ -72,3 +72,19 @@ def test_train_rejects_a_missing_trace(tmp_path):
     args = ["train", "rl", "--trace", str(tmp_path / "none.csv"), "--out", str(tmp_path)]
     res = CliRunner().invoke(main, args)
     assert res.exit_code != 0 and "does not exist" in res.output
+
+
+def test_train_sl_mixes_a_trace_preset_and_a_longer_job_preset_with_also(tmp_path):
+    # --also PRESET=SEEDS splits at the last "=": a trace preset carries "key=value" options
+    hist = tmp_path / "history.csv"
+    write_trace(generate_trace(TraceConfig(num_jobs=6, arrival="uniform", max_arrivals_per_slot=2,
+                                           max_epochs=3000.0), 3), hist)
+    out = tmp_path / "sl.pt"
+    res = CliRunner().invoke(main, [
+        "train", "sl", "--teacher", "optimus", "--preset", "tiny", "--seeds", "1", "--epochs", "1",
+        "--also", f"trace:{hist};base=tiny;agents=2=1", "--also", "tiny*0.5=2",
+        "--hidden", "16", "--window", "6", "--out", str(out),
+    ])
+    assert res.exit_code == 0, res.output
+    meta = torch.load(out, map_location="cpu", weights_only=False)["meta"]
+    assert meta["extra"] == [[f"trace:{hist};base=tiny;agents=2", [1]], ["tiny*0.5", [2]]]
