@@ -112,7 +112,7 @@ def test_online_imitation_lowers_the_drifted_jobs_avg_jct_in_the_simulator():
     half's avg JCT is 1.07-1.22x the teacher's on these seeds). The drifted half's avg JCT must
     fall by 4% or more on average (measured: 0.931, 0.959, 0.947 and 0.800 of frozen).
 
-    The shipped model (v9: v8's weights) is not the start here: on this workload it already matches its teacher
+    v8 and v9 (v8's weights) were not the start here: on this workload they already match their teacher
     (0.96-1.03x the teacher's avg JCT), so imitation has nothing to gain there (measured
     1.03-1.12x frozen: the updates' noise; README, "Online learning")."""
     v7 = shipped_model_path().with_name("dl2-elastic-v7.pt")
