@@ -108,7 +108,7 @@ TRACE = (
     ("b", "dssm", 1, 2100),
     ("c", "resnet-50", 2, 120),
     ("d", "cnn-text-classification", 2, 540),
-    ("e", "seq2seq", 4, 350),
+    ("e", "seq2seq", 4, 440),
 )
 
 
