@@ -97,7 +97,7 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
     from dl2_mesos.policy.dl2.model_config import DL2Config
     from dl2_mesos.policy.dl2.supervised import SLConfig
     from dl2_mesos.policy.dl2.trainer import run_sl
-    from dl2_mesos.policy.dl2.rollout import preset_config as get_preset
+    from dl2_mesos.policy.sim.settings import preset as get_preset
 
     from dl2_mesos.policy.registry import teacher_names
 
@@ -236,7 +236,7 @@ def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iterat
 
     from dl2_mesos.policy.dl2.model_config import DL2Config
     from dl2_mesos.policy.dl2.learner import LearnerConfig
-    from dl2_mesos.policy.dl2.rollout import preset_config as get_preset
+    from dl2_mesos.policy.sim.settings import preset as get_preset
     from dl2_mesos.policy.dl2.trainer import RLConfig, run_rl
 
     for name in preset.split(","):

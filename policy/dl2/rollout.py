@@ -55,29 +55,23 @@ def make_sim(preset_name: str, seed: int, max_slots: int | None = None, restart_
     """A simulator for ``preset_name`` on the trace generated with ``seed``.
 
     ``NAME@N`` is preset NAME on N nodes (same trace): e.g. ``small@8`` is the ``small`` trace on
-    a more contended cluster; ``NAME*K`` has every job K times as long (:func:`preset_config`). ``restart_scale`` multiplies the restart cost charged, not the one
-    the policy sees (a training curriculum: cheaper restarts make the payoff of rescaling easier
-    to find, while the observations stay those of the real cluster).
+    a more contended cluster; ``NAME*K`` has every job K times as long
+    (:func:`dl2_mesos.policy.sim.settings.preset`). ``restart_scale`` multiplies the restart cost
+    charged, not the one the policy sees (a training curriculum: cheaper restarts make the payoff
+    of rescaling easier to find, while the observations stay those of the real cluster).
     """
     from dataclasses import replace
 
+    from dl2_mesos.policy.sim.settings import preset
     from dl2_mesos.policy.sim.simulator import Simulator
     from dl2_mesos.policy.sim.trace import generate_trace
 
-    sc, tc = preset_config(preset_name)
+    sc, tc = preset(preset_name)
     if max_slots is not None:
         sc = replace(sc, max_slots=max_slots)
     if restart_scale != 1.0:
         sc = replace(sc, restart_charge_scale=restart_scale)
     return Simulator(sc, generate_trace(tc, seed), seed=seed)
-
-
-def preset_config(name: str):
-    """(SimConfig, TraceConfig) of a preset name, with its optional ``@N`` node count and
-    ``*K`` job-length suffixes (:func:`dl2_mesos.policy.sim.settings.preset`)."""
-    from dl2_mesos.policy.sim.settings import preset
-
-    return preset(name)
 
 
 def jct_reward(state, outcome, slot_seconds: float, end_times) -> float:

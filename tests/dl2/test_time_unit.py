@@ -23,9 +23,8 @@ from dl2_mesos.policy.dl2.features import (
     time_unit_seconds,
 )
 from dl2_mesos.policy.dl2.model_config import DL2Config
-from dl2_mesos.policy.dl2.rollout import preset_config
 from dl2_mesos.policy.dl2.slot import SlotContext
-from dl2_mesos.policy.sim.settings import with_slot_seconds
+from dl2_mesos.policy.sim.settings import preset, with_slot_seconds
 from dl2_mesos.policy.sim.simulator import Simulator
 from dl2_mesos.policy.sim.trace import generate_trace
 
@@ -105,7 +104,7 @@ def test_the_shipped_policy_does_not_thrash_in_short_slots():
     """The `small` preset in 300 s slots (restarts of 360 s cost more than a slot): before the
     time unit and the hold, the shipped model restarted jobs 411 times in the first 150 slots
     and left jobs unfinished after 1000 (1767 restarts); now every job finishes, with 52."""
-    sc, tc = preset_config("small")
+    sc, tc = preset("small")
     sc, tc = with_slot_seconds(sc, tc, 300.0)
     sim = Simulator(sc, generate_trace(tc, 1), seed=1)
     policy = DL2Policy()

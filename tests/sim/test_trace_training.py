@@ -51,10 +51,16 @@ def test_unreadable_trace_is_a_clear_error(tmp_path):
         trace_source_preset("small", {"trace_files": (str(bad),)})
 
 
-def test_train_sl_on_a_trace_file(tmp_path):
+def _history(tmp_path, num_jobs: int, seed: int):
+    """A small generated trace written as a cluster's history CSV."""
     hist = tmp_path / "history.csv"
-    write_trace(generate_trace(TraceConfig(num_jobs=8, arrival="uniform", max_arrivals_per_slot=2,
-                                           max_epochs=3000.0), 1), hist)
+    write_trace(generate_trace(TraceConfig(num_jobs=num_jobs, arrival="uniform", max_arrivals_per_slot=2,
+                                           max_epochs=3000.0), seed), hist)
+    return hist
+
+
+def test_train_sl_on_a_trace_file(tmp_path):
+    hist = _history(tmp_path, 8, 1)
     out = tmp_path / "sl.pt"
     res = CliRunner().invoke(main, [
         "train", "sl", "--trace", str(hist), "--trace-base", "tiny", "--augment-window", "2500",
@@ -76,9 +82,7 @@ def test_train_rejects_a_missing_trace(tmp_path):
 
 def test_train_sl_mixes_a_trace_preset_and_a_longer_job_preset_with_also(tmp_path):
     # --also PRESET=SEEDS splits at the last "=": a trace preset carries "key=value" options
-    hist = tmp_path / "history.csv"
-    write_trace(generate_trace(TraceConfig(num_jobs=6, arrival="uniform", max_arrivals_per_slot=2,
-                                           max_epochs=3000.0), 3), hist)
+    hist = _history(tmp_path, 6, 3)
     out = tmp_path / "sl.pt"
     res = CliRunner().invoke(main, [
         "train", "sl", "--teacher", "optimus", "--preset", "tiny", "--seeds", "1", "--epochs", "1",
