@@ -79,6 +79,8 @@ def train() -> None:
               help="In the DAgger rounds the student also acts inside each slot and every state it reaches there "
                    "is labelled (default: the teacher labels its own path through the slots the student starts).")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Label the traces in this many processes (the trained weights do not depend on it).")
 @click.option("--out", type=click.Path(dir_okay=False), default="runs/sl/sl.pt", show_default=True,
               callback=output_file)
 @click.option("--init", type=click.Path(dir_okay=False, exists=True),
@@ -88,7 +90,7 @@ def train() -> None:
 @_prune_option
 @trace_source_options
 def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also, dagger, dagger_epochs, shrink_weight,
-             dagger_within, seed, out, init, window, hidden, layers, arch, start, actions, order, prune_growth,
+             dagger_within, seed, workers, out, init, window, hidden, layers, arch, start, actions, order, prune_growth,
              **trace_opts):
     """Supervised warm-up: imitate TEACHER's decisions (cross entropy, void labelled)."""
     preset = trace_source_preset(preset, trace_opts)
@@ -132,7 +134,7 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
                                      shrink_weight=shrink_weight),
                       label_running=label_running, progress=prog, extra=extra, dagger_rounds=dagger,
                       dagger_epochs=dagger_epochs, init=init, order=order, dagger_within=dagger_within,
-                      prune_growth=prune_growth)
+                      prune_growth=prune_growth, workers=workers)
     except (Dl2Error, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     finally:

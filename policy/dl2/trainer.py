@@ -29,9 +29,10 @@ from dl2_mesos.errors import ConfigError
 from dl2_mesos.policy.dl2.checkpoint import load_checkpoint, save_checkpoint
 from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.learner import Learner, LearnerConfig, SlotData
-from dl2_mesos.policy.dl2.network import ActorCritic, NumpyActor
+from dl2_mesos.policy.dl2.network import ActorCritic
 from dl2_mesos.policy.dl2.rollout import EpisodeResult, EpisodeSpec, actor_state, init_worker, make_sim, run_episode
-from dl2_mesos.policy.dl2.supervised import SLConfig, collect_teacher_episode, train_supervised
+from dl2_mesos.policy.dl2.supervised import SLConfig, train_supervised
+from dl2_mesos.policy.dl2.labelling import LabelledTrace, LabelSpec, label_traces
 
 logger = logging.getLogger(__name__)
 
@@ -334,6 +335,7 @@ def run_sl(
     order: str | None = None,
     dagger_within: bool = False,
     prune_growth: bool | None = None,
+    workers: int = 0,
 ) -> dict[str, Any]:
     """Generate teacher labels on ``seeds`` and train a fresh model on them; saves to ``out_path``.
 
@@ -350,9 +352,9 @@ def run_sl(
     ``dagger_within``: in those rounds the student also acts inside each slot and every state
     it reaches there is labelled (:func:`~dl2_mesos.policy.dl2.supervised.student_steps`);
     otherwise the teacher labels its own path through the slots the student starts.
+    ``workers``: label the traces in that many processes (0 or 1: in this one); the labels and
+    the trained weights are the same for any number (:mod:`~dl2_mesos.policy.dl2.labelling`).
     """
-    from dl2_mesos.policy.registry import make_teacher as make_policy
-
     sl_cfg = sl_cfg or SLConfig()
     torch.manual_seed(sl_cfg.seed)
     t0 = time.time()
@@ -365,30 +367,25 @@ def run_sl(
         model_cfg = replace(model_cfg, prune_growth=prune_growth)
     if start_net is not None:
         start_net.cfg = model_cfg
-    episodes: list[list[SlotData]] = []
     sources = [(preset, seeds), *extra]
-    for name, seed_list in sources:
-        for s in seed_list:
-            sim = make_sim(name, int(s), max_slots)
-            episodes.append(collect_teacher_episode(sim, model_cfg, make_policy(teacher), label_running))
+    traces = [(name, int(s)) for name, seed_list in sources for s in seed_list]
+
+    def label(student: dict[str, Any] | None = None) -> list[LabelledTrace]:
+        specs = [LabelSpec(name, s, model_cfg.to_dict(), teacher, label_running, max_slots, student, dagger_within)
+                 for name, s in traces]
+        return label_traces(specs, workers)
+
+    episodes: list[list[SlotData]] = [t.slots for t in label()]
     t_data = time.time() - t0
     net = start_net if start_net is not None else ActorCritic(model_cfg)
     hist = train_supervised(net, episodes, sl_cfg, progress)
     first_samples = hist[-1]["samples"]
     rounds = []
     for r in range(dagger_rounds):
-        from dl2_mesos.policy.dl2.dl2_policy import DL2Policy
-
         t1 = time.time()
-        student = DL2Policy(net=net)
-        within = NumpyActor(net.actor) if dagger_within else None
-        jcts = []
-        for name, seed_list in sources:
-            for s in seed_list:
-                sim = make_sim(name, int(s), max_slots)
-                episodes.append(collect_teacher_episode(sim, model_cfg, make_policy(teacher), label_running,
-                                                        driver=student, within_slot=within))
-                jcts.append((name, sim.metrics().avg_jct))
+        labelled = label(student=actor_state(net.actor))
+        episodes.extend(t.slots for t in labelled)
+        jcts = [(name, t.avg_jct) for (name, _), t in zip(traces, labelled)]
         t_data += time.time() - t1
         cfg_r = replace(sl_cfg, epochs=dagger_epochs or sl_cfg.epochs, seed=sl_cfg.seed + r + 1)
         hist = train_supervised(net, episodes, cfg_r, progress)

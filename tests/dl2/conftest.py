@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
 import pytest
 import torch
 
@@ -52,3 +58,15 @@ def make_state(n_jobs: int, n_agents: int, running: dict[str, tuple[int, int]] |
 def small_net() -> ActorCritic:
     torch.manual_seed(0)
     return ActorCritic(DL2Config(window=8, hidden=32, layers=2))
+
+
+def load_bench(script: str) -> Iterator[ModuleType]:
+    """Import ``bench/<script>.py`` (bench scripts are not part of the package) for the span of a
+    fixture; registered in ``sys.modules`` because dataclasses look their module up."""
+    path = Path(__file__).resolve().parents[2] / "bench" / f"{script}.py"
+    spec = importlib.util.spec_from_file_location(f"dl2_bench_{script}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop(spec.name, None)

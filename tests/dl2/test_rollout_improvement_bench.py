@@ -3,26 +3,17 @@ the run they were forked from exactly (otherwise the model card's gain would be 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
 from dl2_mesos.policy.dl2.dl2_policy import DL2Policy
 from dl2_mesos.policy.dl2.rollout import make_sim
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "rollout_improvement.py"
+from .conftest import load_bench
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("dl2_bench_rollout_improvement", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop(spec.name, None)
+    yield from load_bench("rollout_improvement")
 
 
 @pytest.fixture(scope="module")

@@ -154,6 +154,23 @@ def test_sl_on_a_mix_of_presets(tmp_path):
     assert meta["final"]["samples"] > only_tiny["final"]["samples"]
 
 
+def test_sl_labels_in_parallel_processes_give_the_same_weights(tmp_path):
+    """Labelling in worker processes (``workers``) changes how fast the labels come, not what
+    they are: same samples, same student runs, bit-identical weights. Both within-slot and
+    teacher-path DAgger rounds, three traces over two presets."""
+    for within in (False, True):
+        metas, nets = [], []
+        for workers in (0, 2):
+            out = tmp_path / f"w{workers}-{within}.pt"
+            metas.append(run_sl(out, CFG, teacher="srtf-gain", preset="tiny", seeds=[1, 2], extra=[("small", [1])],
+                                sl_cfg=SLConfig(epochs=1, batch_size=64), max_slots=25, dagger_rounds=1,
+                                dagger_within=within, workers=workers))
+            nets.append(load_checkpoint(out).net.state_dict())
+        assert metas[0]["final"] == metas[1]["final"]
+        assert metas[0]["dagger"] == metas[1]["dagger"], "the student drove the traces to the same JCTs"
+        assert all(torch.equal(nets[0][k], nets[1][k]) for k in nets[0])
+
+
 def test_rl_on_a_mix_of_presets_scores_relative_to_the_start(tmp_path):
     cfg = RLConfig(preset="tiny,small", iterations=2, workers=0, episodes_per_iteration=2, updates_per_iteration=2,
                    train_seeds=(1, 2), eval_seeds=(1001,), eval_every=1, max_slots=15, seed=1,
