@@ -32,9 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
-import torch
-
-from dl2_mesos.policy.dl2.model_config import DL2Config
+from dl2_mesos.policy.dl2.checkpoint import load_checkpoint
 
 MODELS = Path(__file__).resolve().parents[1] / "policy" / "models"
 TRACES = MODELS / "training_traces"
@@ -145,20 +143,13 @@ def command(step: Step, out: Path, workers: int, start_model: Path | None = None
 
 
 def compare(path: Path, shipped: Path) -> str:
-    """``identical`` when every actor and critic tensor and the model config are equal; else
+    """``identical`` when the model configs and every actor and critic tensor are equal; else
     the largest absolute weight difference."""
-    a, b = torch.load(path, weights_only=False), torch.load(shipped, weights_only=False)
-    # (configs saved before a field existed load with its default)
-    if DL2Config.from_dict(a["config"]) != DL2Config.from_dict(b["config"]):
+    a, b = load_checkpoint(path).net, load_checkpoint(shipped).net
+    if a.cfg != b.cfg:
         return "config differs"
-    diff = 0.0
-    for part in ("actor", "critic"):
-        if a[part].keys() != b[part].keys():
-            return f"{part} tensors differ in names"
-        for k, t in a[part].items():
-            if t.shape != b[part][k].shape:
-                return f"{part}.{k} differs in shape"
-            diff = max(diff, float((t - b[part][k]).abs().max()))
+    wa, wb = a.state_dict(), b.state_dict()
+    diff = max(float((t - wb[k]).abs().max()) for k, t in wa.items())
     return "identical" if diff == 0.0 else f"max |diff| {diff:.3g}"
 
 

@@ -2,16 +2,14 @@
 
 The supervised warm-up and its DAgger rounds spend about half their wall time labelling: one
 simulation per (preset, seed), each labelled by the teacher and, in a DAgger round, driven by
-the student. Traces are independent, so they are labelled in a process pool and the results
-put back in the order the traces were given. Every labelling is a deterministic function of
+the student. Traces are independent, so :func:`label_trace` runs in the training run's worker
+pool (:class:`~dl2_mesos.policy.dl2.rollout.WorkerPool`), results in the order given. Every labelling is a deterministic function of
 its spec (the teacher is a heuristic, the student decides greedily with one BLAS thread), so
 the labels, and the weights trained on them, are the same for any number of workers.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +18,7 @@ import torch
 from dl2_mesos.policy.dl2.learner import SlotData
 from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.network import NumpyActor
-from dl2_mesos.policy.dl2.rollout import init_worker, make_sim
+from dl2_mesos.policy.dl2.rollout import make_sim
 from dl2_mesos.policy.dl2.supervised import collect_teacher_episode
 
 
@@ -71,13 +69,4 @@ def label_trace(spec: LabelSpec) -> LabelledTrace:
     slots = collect_teacher_episode(sim, cfg, make_teacher(spec.teacher), spec.label_running,
                                     driver=driver, within_slot=within)
     return LabelledTrace(slots, float(sim.metrics().avg_jct))
-
-
-def label_traces(specs: Sequence[LabelSpec], workers: int) -> list[LabelledTrace]:
-    """Label every spec, in ``specs``' order; ``workers`` processes (0 or 1: in this process)."""
-    if workers <= 1 or len(specs) <= 1:
-        return [label_trace(s) for s in specs]
-    with mp.get_context("spawn").Pool(min(workers, len(specs)), initializer=init_worker) as pool:
-        # chunksize 1: traces differ in cost by orders of magnitude (8 to 500 nodes)
-        return pool.map(label_trace, specs, chunksize=1)
 

@@ -8,8 +8,10 @@ and rewards per slot. Only numpy arrays and plain values cross the process bound
 from __future__ import annotations
 
 import logging
+import multiprocessing as mp
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -23,6 +25,9 @@ from dl2_mesos.policy.dl2.learner import SlotData, stack_steps
 from dl2_mesos.policy.dl2.network import Actor
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,28 @@ def jct_reward(state, outcome, slot_seconds: float, end_times) -> float:
 def init_worker() -> None:
     """Process initialiser: one torch thread per worker (tiny tensors; avoid contention)."""
     torch.set_num_threads(1)
+
+
+class WorkerPool:
+    """Spawned worker processes kept for a whole training run (RL episodes, teacher labels);
+    ``workers`` 0: everything runs in this process."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.pool = mp.get_context("spawn").Pool(workers, initializer=init_worker) if workers > 0 else None
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        """``fn`` over ``items``, results in ``items``' order (one item per task: their costs
+        differ by orders of magnitude)."""
+        if self.pool is None:
+            return [fn(x) for x in items]
+        return self.pool.map(fn, items, chunksize=1)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+            self.pool.join()
+            self.pool = None
 
 
 def run_episode(spec: EpisodeSpec) -> EpisodeResult:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import csv
 import json
 import logging
-import multiprocessing as mp
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -30,9 +29,9 @@ from dl2_mesos.policy.dl2.checkpoint import load_checkpoint, save_checkpoint
 from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.learner import Learner, LearnerConfig, SlotData
 from dl2_mesos.policy.dl2.network import ActorCritic
-from dl2_mesos.policy.dl2.rollout import EpisodeResult, EpisodeSpec, actor_state, init_worker, make_sim, run_episode
+from dl2_mesos.policy.dl2.rollout import EpisodeSpec, WorkerPool, actor_state, make_sim, run_episode
 from dl2_mesos.policy.dl2.supervised import SLConfig, train_supervised
-from dl2_mesos.policy.dl2.labelling import LabelledTrace, LabelSpec, label_traces
+from dl2_mesos.policy.dl2.labelling import LabelledTrace, LabelSpec, label_trace
 
 logger = logging.getLogger(__name__)
 
@@ -120,25 +119,6 @@ def reference_jcts(presets: Sequence[str], seeds: Sequence[int], names: Sequence
     return out
 
 
-class _Runner:
-    """Runs episode specs in a process pool (or inline when workers == 0)."""
-
-    def __init__(self, workers: int) -> None:
-        self.workers = workers
-        self.pool = mp.get_context("spawn").Pool(workers, initializer=init_worker) if workers > 0 else None
-
-    def map(self, specs: Sequence[EpisodeSpec]) -> list[EpisodeResult]:
-        if self.pool is None:
-            return [run_episode(s) for s in specs]
-        return self.pool.map(run_episode, specs)
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.close()
-            self.pool.join()
-            self.pool = None
-
-
 def presets_of(preset: str) -> list[str]:
     """The presets named by ``preset``: one name or a comma-separated mix (``reference,small``)."""
     names = [p.strip() for p in preset.split(",") if p.strip()]
@@ -147,19 +127,19 @@ def presets_of(preset: str) -> list[str]:
     return names
 
 
-def evaluate_greedy(net: ActorCritic, preset: str, seeds: Sequence[int], runner: _Runner,
+def evaluate_greedy(net: ActorCritic, preset: str, seeds: Sequence[int], runner: WorkerPool,
                     max_slots: int | None = None) -> float:
     """Mean average JCT (s) of the greedy policy over ``seeds`` (one preset)."""
     return evaluate_greedy_by_preset(net, [preset], seeds, runner, max_slots)[preset]
 
 
-def evaluate_greedy_by_preset(net: ActorCritic, presets: Sequence[str], seeds: Sequence[int], runner: _Runner,
+def evaluate_greedy_by_preset(net: ActorCritic, presets: Sequence[str], seeds: Sequence[int], runner: WorkerPool,
                               max_slots: int | None = None) -> dict[str, float]:
     """Mean average JCT (s) of the greedy policy over ``seeds``, for each preset."""
     sd = actor_state(net.actor)
     specs = [EpisodeSpec(net.cfg.to_dict(), sd, p, s, sample=False, max_slots=max_slots, record=False)
              for p in presets for s in seeds]
-    res = runner.map(specs)
+    res = runner.map(run_episode, specs)
     n = len(seeds)
     return {p: float(np.mean([r.summary["avg_jct"] for r in res[k * n:(k + 1) * n]])) for k, p in enumerate(presets)}
 
@@ -212,7 +192,7 @@ def run_rl(
     rollback_to = None
     if cfg.rollback > 0 and resume and (out / "best.pt").is_file():
         rollback_to = {**learner.snapshot(), "net": load_checkpoint(out / "best.pt").net.state_dict()}
-    runner = _Runner(cfg.workers)
+    runner = WorkerPool(cfg.workers)
     log_path = out / "log.csv"
     new_log = not (resume and log_path.is_file())
     fields = ["iteration", "wall_s", "train_avg_jct", "train_reward", "steps", "samples", "val_avg_jct",
@@ -261,7 +241,7 @@ def run_rl(
                                      chooser_seed=int(cfg.seed * 100003 + it * 101 + k), max_slots=cfg.max_slots,
                                      reward=cfg.reward, restart_scale=cfg.restart_scale)
                          for k, s in enumerate(seeds)]
-                results = runner.map(specs)
+                results = runner.map(run_episode, specs)
                 if cfg.same_trace:
                     samples = learner.add_trajectories([(r.slots, not r.truncated) for r in results])
                 else:
@@ -370,28 +350,34 @@ def run_sl(
     sources = [(preset, seeds), *extra]
     traces = [(name, int(s)) for name, seed_list in sources for s in seed_list]
 
+    # one pool for the whole run (0 or 1 worker: in this process), started once, not per round
+    pool = WorkerPool(min(workers, len(traces)) if workers > 1 else 0)
+
     def label(student: dict[str, Any] | None = None) -> list[LabelledTrace]:
         specs = [LabelSpec(name, s, model_cfg.to_dict(), teacher, label_running, max_slots, student, dagger_within)
                  for name, s in traces]
-        return label_traces(specs, workers)
+        return pool.map(label_trace, specs)
 
-    episodes: list[list[SlotData]] = [t.slots for t in label()]
-    t_data = time.time() - t0
-    net = start_net if start_net is not None else ActorCritic(model_cfg)
-    hist = train_supervised(net, episodes, sl_cfg, progress)
-    first_samples = hist[-1]["samples"]
-    rounds = []
-    for r in range(dagger_rounds):
-        t1 = time.time()
-        labelled = label(student=actor_state(net.actor))
-        episodes.extend(t.slots for t in labelled)
-        jcts = [(name, t.avg_jct) for (name, _), t in zip(traces, labelled)]
-        t_data += time.time() - t1
-        cfg_r = replace(sl_cfg, epochs=dagger_epochs or sl_cfg.epochs, seed=sl_cfg.seed + r + 1)
-        hist = train_supervised(net, episodes, cfg_r, progress)
-        by_preset = {n: float(np.mean([j for m, j in jcts if m == n])) for n, _ in sources}
-        rounds.append({"round": r + 1, "student_avg_jct": by_preset, "final": hist[-1]})
-        logger.info("DAgger round %d: student avg JCT %s; %s", r + 1, by_preset, hist[-1])
+    try:
+        episodes: list[list[SlotData]] = [t.slots for t in label()]
+        t_data = time.time() - t0
+        net = start_net if start_net is not None else ActorCritic(model_cfg)
+        hist = train_supervised(net, episodes, sl_cfg, progress)
+        first_samples = hist[-1]["samples"]
+        rounds = []
+        for r in range(dagger_rounds):
+            t1 = time.time()
+            labelled = label(student=actor_state(net.actor))
+            episodes.extend(t.slots for t in labelled)
+            jcts = [(name, t.avg_jct) for (name, _), t in zip(traces, labelled)]
+            t_data += time.time() - t1
+            cfg_r = replace(sl_cfg, epochs=dagger_epochs or sl_cfg.epochs, seed=sl_cfg.seed + r + 1)
+            hist = train_supervised(net, episodes, cfg_r, progress)
+            by_preset = {n: float(np.mean([j for m, j in jcts if m == n])) for n, _ in sources}
+            rounds.append({"round": r + 1, "student_avg_jct": by_preset, "final": hist[-1]})
+            logger.info("DAgger round %d: student avg JCT %s; %s", r + 1, by_preset, hist[-1])
+    finally:
+        pool.close()
     meta = {"phase": "sl", "teacher": teacher, "preset": preset, "seeds": [int(s) for s in seeds],
             "dagger": rounds, "dagger_within": dagger_within, "samples_before_dagger": first_samples,
             "extra": [[n, [int(s) for s in sl]] for n, sl in extra],
