@@ -3,13 +3,13 @@
 Runs the chain of training commands behind ``policy/models/dl2.pt`` (the model card,
 ``policy/models/MODEL.md``, gives each with its reasons): two supervised runs with DAgger from
 random weights (v4, v5), DAgger fine-tuning runs with better teachers (v6, v7, v8), the
-growth-pruning rule switched on (v9), and the four runs on wider workloads (v10, ``dl2.pt``).
-Every step is a ``dl2 train`` command run as a subprocess, as an operator would type it, with
-``--workers`` label processes. Training is deterministic, so the last step's weights are
-compared with ``dl2.pt``, tensor by tensor: ``identical`` means the chain made the shipped
-bytes. (From scratch it does not: the code has changed since the early steps were trained,
-and the chain takes another path from there; from ``dl2-elastic-v9.pt`` on it does, see
-``--start-model``.)
+growth-pruning rule switched on (v9), four runs on wider workloads (v10) and one with more
+Philly-style logs (v11, ``dl2.pt``). Every step is a ``dl2 train`` command run as a subprocess,
+as an operator would type it, with ``--workers`` label processes. Training is deterministic, so
+the last step's weights are compared with ``dl2.pt``, tensor by tensor: ``identical`` means the
+chain made the shipped bytes from random weights. (v11 was trained at the end of this chain; the
+earlier shipped checkpoints were not, the code having changed since the early steps were
+trained, so the chain's intermediate steps are not compared with them.)
 
 Printed: one row per step (seconds, the comparison, the command's own summary) and the total
 wall time, the figure for the goal "training from scratch to the shipped model <= 60 min on
@@ -18,8 +18,8 @@ the 2 cores". Run with nothing else on the machine:
     .venv/bin/python bench/train_from_scratch.py --out runs/from_scratch [--workers 2]
 
 ``--from STEP`` resumes a chain whose earlier outputs are already in ``--out``; with
-``--start-model M`` the first step starts from M instead (``--from L1 --start-model
-policy/models/dl2-elastic-v9.pt`` re-makes the last four runs from the shipped v9);
+``--start-model M`` the first step starts from M instead (``--from L5 --start-model
+runs/from_scratch/L4.pt`` re-makes the last run alone);
 ``--dry-run`` prints the commands.
 """
 
@@ -125,7 +125,18 @@ CHAIN: tuple[Step, ...] = (
                _trace("philly-21-16.csv", "small;agents=16"), _trace("philly-22-8.csv", "small;agents=8"),
                _trace("philly-23-16.csv", "small;agents=16"), _trace("philly-24-16.csv", "small;agents=16"),
                _trace("philly-21-16x3.csv", "small;agents=16")),
-        "--epochs", "1", "--dagger", "2", "--dagger-epochs", "2", "--lr", "2e-4", "--seed", "15",
+        "--epochs", "1", "--dagger", "2", "--dagger-epochs", "2", "--lr", "2e-4", "--seed", "15"),
+    # v11: more Philly-style logs (new seeds, durations x 2 and x 3), the presets and their long
+    # and short variants on new seeds beside them
+    _sl("L5", "L4", "--teacher", "srpt-elastic-min", "--preset", "sweep-rho2", "--seeds", "81",
+        *_also("testbed-rho2=81-82", "sweep-rho1=81", "sweep-rho4=81", "sweep-rho0.5=81", "sweep-rho0.25=81",
+               "sweep-rho2*2=82", "testbed-rho2*3=83", "sweep-rho4*2=84", "testbed-rho2*2=84", "sweep-rho2*0.5=84",
+               "testbed-rho2*0.5=84",
+               _trace("cap4-ref-61.csv", "sweep-rho2"), _trace("cap4-small-64.csv", "testbed-rho2"),
+               _trace("philly-25-16.csv", "small;agents=16"), _trace("philly-26-8.csv", "small;agents=8"),
+               _trace("philly-27-32.csv", "small;agents=32"), _trace("philly-28-16x2.csv", "small;agents=16"),
+               _trace("philly-29-8x3.csv", "small;agents=8")),
+        "--epochs", "1", "--dagger", "2", "--dagger-epochs", "2", "--lr", "2e-4", "--seed", "16",
         shipped="dl2.pt"),
 )
 

@@ -106,7 +106,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 TRACE = (
     ("a", "resnext-110", 1, 300),
     ("b", "dssm", 1, 2100),
-    ("c", "resnet-50", 2, 120),
+    ("c", "resnet-50", 2, 110),
     ("d", "cnn-text-classification", 2, 540),
     ("e", "seq2seq", 4, 440),
 )
