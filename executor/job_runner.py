@@ -461,6 +461,14 @@ class JobRunner:
         procs += [p for p in self.procs.values() if p.spec.role == "scheduler" and
                   any(self.tasks.get(t) and self.tasks[t].role == "ps" and self.tasks[t].rank == 0 for t in order)]
         grace = max([self.tasks[t].grace_s for t in order if t in self.tasks] or [self.config.grace_s])
+        if any(p.spec.role != "worker" and p.alive() for p in procs):
+            # A server (or the scheduler) leaving while this job's workers here train on is a
+            # rescale whose request has not arrived yet (the framework sends both at once and
+            # they may arrive in either order): the workers' generation ends with it, and they
+            # can only agree to stop and save the final checkpoint while every server serves.
+            # Stop them first; without that they hang on the dead server until SIGKILL and the
+            # new generation restarts from an older checkpoint (or from zero).
+            procs += [p for p in self.procs.values() if p.spec.role == "worker" and p.alive() and p not in procs]
         workers = [p for p in procs if p.spec.role == "worker"]
         others = [p for p in procs if p.spec.role != "worker"]
         stop_processes(workers, grace)

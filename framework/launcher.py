@@ -131,10 +131,14 @@ class Launcher:
         stop = set(tr.stop)
         had_tasks = bool(job.live_tasks())
         gen = build_generation(job, stop, matched)
+        # the kills go out after the rescale requests: an executor that gets both (a removed server
+        # beside a continuing worker) should stop its workers, which save the final checkpoint,
+        # before the server goes (the executor also copes with the other order)
+        kills: list[Command] = []
         for tid in tr.stop:
             t = job.tasks.get(tid)
             if t is not None and t.live and book.mark_killing(job, t):
-                out.append(KillTask(t.task_id, t.agent_id))
+                kills.append(KillTask(t.task_id, t.agent_id))
         job.generation = gen.generation
         job.cluster = gen.cluster
         job.rescale_waiting = {}
@@ -147,7 +151,7 @@ class Launcher:
                 job.restart_count += 1
             job.set_phase(JobPhase.PENDING, now, f"preempted at {tr.reason}")
             book.mark_dirty(job)
-            return out
+            return kills + out
         for t in gen.new_tasks:
             book.add_task(job, t)
             spec = launch_spec(job, t, gen.cluster, self.cfg.progress_interval, dict(self.cfg.task_env))
@@ -168,7 +172,7 @@ class Launcher:
         logger.info("job %s -> generation %d: %d PS, %d workers (%d new, %d stopped)", job.job_id,
                     gen.generation, len(gen.cluster.servers), len(gen.cluster.workers), len(gen.new_tasks), len(stop))
         book.mark_dirty(job)
-        return out
+        return out + kills
 
     @staticmethod
     def _rescale(job: FrameworkJob, executor_id: str, agent_id: str,

@@ -109,3 +109,34 @@ def test_repeated_crashes_fail_the_tasks_with_reason(tmp_path, make_runner, sink
         assert sink.states(s.task_id)[-1] == "TASK_FAILED"
     reason = [m for _, s, m in sink.statuses if s == "TASK_FAILED"][0]
     assert "gave up after 1 restarts" in reason and "exited with 3" in reason
+
+
+def test_a_server_killed_before_the_rescale_request_keeps_the_final_checkpoint(tmp_path, make_runner, sink, job_id,
+                                                                                kit):
+    """Shrinking a job's PS: the framework kills the removed server task and sends the continuing
+    tasks a rescale request, and the kill may arrive first (on a real cluster, and it did in the
+    demo: the executor SIGTERMed the servers, its worker then hung in the kvstore, ignored SIGTERM
+    until SIGKILL, and the job restarted from zero). The worker must stop and save its final
+    checkpoint before any server of its generation goes, and the new generation restore from it."""
+    uri = f"file://{tmp_path}/ck"
+    g0 = kit.cluster_spec(0, servers=2, workers=1, job=job_id)
+    runner = make_runner(kit.launch_specs(job_id, g0, uri)[0], grace_s=10.0)
+    for s in kit.launch_specs(job_id, g0, uri):
+        runner.launch(s)
+    kit.wait_until(runner, lambda: max_batch(sink, 0) >= 40, 90, "40 batches in generation 0")
+
+    removed = g0.servers[1].task_id
+    runner.kill([removed])  # the removed server's kill, before the rescale request
+    assert sink.states(removed)[-1] == "TASK_KILLED"
+    worker0 = next(p for p in runner.retired + list(runner.procs.values()) if p.spec.role == "worker")
+    assert not worker0.alive() and (worker0.exit_event or {}).get("status") == "stopped", \
+        "the worker stops (and saves) before its servers go, not SIGKILLed after hanging on a dead server"
+
+    req, _ = kit.rescale_request(job_id, g0, kit.cluster_spec(1, servers=1, workers=1, job=job_id))
+    runner.rescale(req)
+    kit.wait_until(runner, lambda: sink.of(RescaleReport), 90, "the rescale report (first batch of generation 1)")
+    assert sink.of(RescaleReport)[0].ok
+    final0 = [c for c in CheckpointStore(uri).list() if c.meta.get("final") and c.meta.get("generation") == 0]
+    assert final0 and final0[-1].meta["batch"] >= 40
+    restored = [ev for p in runner.procs.values() for ev in kit.events(p) if ev["type"] == "restored"]
+    assert [ev["batch"] for ev in restored] == [final0[-1].meta["batch"]], "generation 1 resumes, not from zero"

@@ -127,6 +127,10 @@ def test_rescale_shrink_kills_removed_task():
     assert len(kills) == 1
     killed = kills[0][0]["value"]
     assert job.tasks[killed].role == "worker" and job.tasks[killed].killing
+    # the continuing executor hears of the rescale before the kill (it stops its workers, which
+    # save the final checkpoint, while every server of the generation still serves)
+    order = [n for n, _ in h.driver.calls if n in ("killTask", "sendFrameworkMessage")]
+    assert order == ["sendFrameworkMessage", "killTask"]
     assert job.num_workers == 1 and job.phase == JobPhase.RESCALING
     h.core.handle(status(killed, "TASK_KILLED"))
     assert job.phase == JobPhase.RESCALING  # still waiting for the RescaleReport
