@@ -39,7 +39,10 @@ def test_live_online_updates_and_rollback_of_an_injected_regression(tmp_path, ca
     live clock (0.6 s for the types' 360 s, so the policy sees them as in training), 16 jobs
     finish within two windows of the injection, before a drop can be confirmed (3 of 3 runs
     missed it, the corrupted windows at 0.39-0.49 of the reference); with 20 the rollback came
-    in the first run of 3 of 3.
+    in the first run of 3 of 3. 24 since v11: with it the 20-job workload drained while the
+    corrupted windows stood at 0.55-0.70 of the reference (v10: 0.54-0.55), and a full CI run
+    missed the drop in 3 of 3 runs (0.58-0.68, within 3 standard errors on the loaded machine);
+    with 24 jobs, 0.55-0.66 in two quiet runs and 0.43-0.50 beside two CPU hogs, caught in each.
 
     The updates here are reinforcement's (``online_teacher`` none): with the default online
     imitation, the updates after the corrupted one pull the model back to its teacher within a
@@ -50,7 +53,7 @@ def test_live_online_updates_and_rollback_of_an_injected_regression(tmp_path, ca
     window = 4
     missed = []
     for attempt in range(3):
-        run = run_drift(drift_workload(20, 2.0, seed=101), online=True, agents=4, slot_seconds=2.0, window=window,
+        run = run_drift(drift_workload(24, 2.0, seed=101), online=True, agents=4, slot_seconds=2.0, window=window,
                         inject_after_slot=injection_slot(window), stop_after_rollback=True, timeout=240,
                         workdir=str(tmp_path / f"run{attempt}"), online_teacher="none")
         # online updates were applied (one per slot with a reward) before the injected one
