@@ -463,8 +463,9 @@ class JobRunner:
         grace = max([self.tasks[t].grace_s for t in order if t in self.tasks] or [self.config.grace_s])
         if any(p.spec.role != "worker" and p.alive() for p in procs):
             # A server (or the scheduler) leaving while this job's workers here train on is a
-            # rescale whose request has not arrived yet (the framework sends both at once and
-            # they may arrive in either order): the workers' generation ends with it, and they
+            # rescale whose request has not arrived yet (the framework sends the request first,
+            # but a kill and a message travel separately through Mesos and may arrive in either
+            # order): the workers' generation ends with it, and they
             # can only agree to stop and save the final checkpoint while every server serves.
             # Stop them first; without that they hang on the dead server until SIGKILL and the
             # new generation restarts from an older checkpoint (or from zero).
