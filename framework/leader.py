@@ -78,6 +78,9 @@ class ZkLeadership:
             session_timeout = getattr(client, "_session_timeout", 10000) / 1000.0
         self.session_timeout = float(session_timeout)
         self.suspended_since: float | None = None  # monotonic time of the suspension (None: connected)
+        # the session this term was won with ended (LOST): sticky until the next election, because a
+        # client that reconnects afterwards does so with a new session that holds no election node
+        self.session_lost = False
         self._last_leader_url: str | None = None
         client.add_listener(self._listener)
 
@@ -89,6 +92,7 @@ class ZkLeadership:
             self._on_change("suspended")
         elif state == self._states.LOST:
             self.suspended_since = None
+            self.session_lost = True
             self._on_change("lost")
         elif state == self._states.CONNECTED:
             self.suspended_since = None
@@ -100,9 +104,14 @@ class ZkLeadership:
         """True when this replica leads and has been cut off from ZooKeeper for a full session
         timeout: the server expires a session ``session_timeout`` after it last heard from the
         client, which is no later than the suspension, so by now another replica may have been
-        elected. The leader must stop acting (the runner stops its driver and exits 75)."""
+        elected. Also true, at once, when the session ended (LOST) while leading, however briefly it
+        had been suspended. The leader must stop acting (the runner stops its driver and exits 75)."""
+        if not self.is_leader:
+            return False
+        if self.session_lost:
+            return True
         since = self.suspended_since
-        if not self.is_leader or since is None:
+        if since is None:
             return False
         return (time.monotonic() if now is None else now) - since >= self.session_timeout
 
@@ -112,6 +121,7 @@ class ZkLeadership:
         from kazoo.exceptions import CancelledError
 
         lock = self._election.lock
+        self.session_lost = False  # a LOST while waiting below still fences the term it wins
         try:
             lock.acquire()
         except CancelledError:

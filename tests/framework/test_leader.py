@@ -99,6 +99,13 @@ def test_must_fence_after_a_session_timeout_of_suspension(zookeeper):
         assert ld.suspended_since == since
         ld._listener(KazooState.CONNECTED)  # the session survived: lead on
         assert ld.suspended_since is None and not ld.must_fence(since + 100)
+        # the session ends before the timeout has run out (a client stopped while cut off): fence
+        # at once, and stay fenced though nothing is suspended any more
+        ld._listener(KazooState.SUSPENDED)
+        ld._listener(KazooState.LOST)
+        assert ld.suspended_since is None and ld.must_fence(since) and ld.must_fence(since + 100)
+        ld._listener(KazooState.CONNECTED)  # reconnected with a new session: still not this term's
+        assert ld.must_fence(since)
         assert ZkLeadership(c, "/elect-test3/leader", "http://b:2", lambda _: None).session_timeout == 4.0
     finally:
         c.stop()
