@@ -475,7 +475,7 @@ class JobRunner:
         stop_processes(workers, grace)
         self._drain_events()
         if others:
-            wait_exit(others, min(grace, self.config.server_exit_wait_s))
+            wait_exit(others, self._server_exit_wait(workers, grace, min(grace, self.config.server_exit_wait_s)))
             stop_processes(others, grace)
         self.uploader.drain(self.config.upload_timeout_s)  # the final checkpoint is stored before we report
         self._collect_uploads()
@@ -486,6 +486,21 @@ class JobRunner:
             self.sink.status(t, "TASK_KILLED", "killed by the framework" if known else "unknown task")
         if not self.tasks and not self.held:
             self.finished = True
+
+    def _server_exit_wait(self, stopped_workers: list[ManagedProcess], grace: float, short: float) -> float:
+        """How long this job's servers and scheduler here get to exit by themselves (they do once
+        every worker has stopped and left the kvstore) before they are stopped.
+
+        ``short`` when the saving worker (rank 0) was among the workers just stopped here: its
+        final checkpoint is written. Otherwise the saver runs on another agent, whose executor may
+        get its rescale request or kill seconds after this one and then gives the worker ``grace``
+        to stop and save, pulling the parameters from these servers; stopping them sooner would
+        make it hang until SIGKILL and lose the checkpoint. So: its grace plus ``short`` for the
+        requests' skew. It costs time only when the workers cannot finish (e.g. they crashed).
+        """
+        if any(p.spec.role == "worker" and p.spec.rank == 0 for p in stopped_workers):
+            return short
+        return grace + short
 
     def close(self) -> None:
         """Stop everything (executor shutdown)."""
@@ -530,7 +545,7 @@ class JobRunner:
         # it is written, while the workers report and exit (a 1 GB model: seconds of overlap)
         stop_processes(workers, grace, tick=self._drain_events)
         self._drain_events()
-        wait_exit(others, self.config.server_exit_wait_s)
+        wait_exit(others, self._server_exit_wait(workers, grace, self.config.server_exit_wait_s))
         stop_processes(others, grace)
         phases.append(("stop", time.monotonic() - t0))
         if self._trained_to_the_end(workers, ended_on_their_own):

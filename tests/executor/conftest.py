@@ -107,7 +107,7 @@ def make_runner(tmp_path, sink):
     runners: list[JobRunner] = []
 
     def make(first: LaunchSpec, **cfg) -> JobRunner:
-        config = RunnerConfig(workdir=tmp_path / "work", grace_s=cfg.pop("grace_s", 15.0),
+        config = RunnerConfig(workdir=cfg.pop("workdir", tmp_path / "work"), grace_s=cfg.pop("grace_s", 15.0),
                               retry=cfg.pop("retry", RetryPolicy(attempts=8, base_delay=0.5, max_delay=2.0)),
                               usage_interval_s=cfg.pop("usage_interval_s", 1.0), **cfg)
         r = JobRunner(first, config, sink)

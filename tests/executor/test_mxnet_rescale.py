@@ -140,3 +140,65 @@ def test_a_server_killed_before_the_rescale_request_keeps_the_final_checkpoint(t
     assert final0 and final0[-1].meta["batch"] >= 40
     restored = [ev for p in runner.procs.values() for ev in kit.events(p) if ev["type"] == "restored"]
     assert [ev["batch"] for ev in restored] == [final0[-1].meta["batch"]], "generation 1 resumes, not from zero"
+
+
+@pytest.mark.parametrize("how", ["rescale", "kill"])
+def test_servers_wait_for_a_saver_on_another_agent(tmp_path, make_runner, sink, job_id, kit, how):
+    """A job spread over two agents: the scheduler and servers on one, the saving worker (rank 0)
+    on the other. Each executor gets its own rescale request (or, when the job is paused, its own
+    kills), and the servers' may come seconds before the worker's. The servers' executor must let
+    them serve until the remote worker has stopped and saved (they exit by themselves then), not
+    stop them after a fixed short wait: the worker would hang on the dead servers until SIGKILL
+    and the final checkpoint be lost."""
+    import threading
+    import time
+
+    uri = f"file://{tmp_path}/ck"
+    g0 = kit.cluster_spec(0, servers=1, workers=1, job=job_id)
+    specs = kit.launch_specs(job_id, g0, uri)
+    serving = make_runner(next(s for s in specs if s.role == "ps"), workdir=tmp_path / "agent-a",
+                          grace_s=6.0, server_exit_wait_s=1.0, restore_wait_s=15.0)
+    training = make_runner(next(s for s in specs if s.role == "worker"), workdir=tmp_path / "agent-b",
+                           grace_s=6.0, server_exit_wait_s=1.0, restore_wait_s=15.0)
+    for s in specs:
+        (serving if s.role == "ps" else training).launch(s)
+    assert sorted(serving.procs) == ["scheduler-0", "server-0"] and sorted(training.procs) == ["worker-0"]
+
+    def both_until(cond, timeout, what):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            serving.poll()
+            training.poll()
+            if cond():
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+    both_until(lambda: max_batch(sink, 0) >= 40, 90, "40 batches in generation 0")
+    req, _ = kit.rescale_request(job_id, g0, kit.cluster_spec(1, servers=1, workers=1, job=job_id))
+    if how == "rescale":
+        first = threading.Thread(target=serving.rescale, args=(req,), daemon=True)
+    else:
+        first = threading.Thread(target=serving.kill, args=([g0.servers[0].task_id],), daemon=True)
+    first.start()
+    time.sleep(3.0)  # the worker's request (or kill) arrives three server_exit_wait_s later
+    if how == "rescale":
+        training.rescale(req)
+    else:
+        training.kill([g0.workers[0].task_id])
+    first.join(40)
+    assert not first.is_alive()
+    worker0 = next(p for p in training.retired if p.spec.role == "worker" and p.spec.generation == 0)
+    assert (worker0.exit_event or {}).get("status") == "stopped", \
+        "the remote worker stopped and saved; it was not SIGKILLed hanging on stopped servers"
+    final0 = [c for c in CheckpointStore(uri).list() if c.meta.get("final") and c.meta.get("generation") == 0]
+    assert final0 and final0[-1].meta["batch"] >= 40, CheckpointStore(uri).list()
+    if how == "kill":
+        assert serving.finished and training.finished
+        return
+    worker_ids = {ep.task_id for ep in req.cluster.workers}
+    both_until(lambda: [r for r in sink.of(RescaleReport) if r.task_id in worker_ids], 90,
+               "the worker's rescale report (first batch of generation 1)")
+    assert all(r.ok for r in sink.of(RescaleReport))
+    restored = [ev for p in training.procs.values() for ev in kit.events(p) if ev["type"] == "restored"]
+    assert [ev["batch"] for ev in restored] == [final0[-1].meta["batch"]], "generation 1 resumes, not from zero"
