@@ -202,3 +202,63 @@ def test_servers_wait_for_a_saver_on_another_agent(tmp_path, make_runner, sink, 
     assert all(r.ok for r in sink.of(RescaleReport))
     restored = [ev for p in training.procs.values() for ev in kit.events(p) if ev["type"] == "restored"]
     assert [ev["batch"] for ev in restored] == [final0[-1].meta["batch"]], "generation 1 resumes, not from zero"
+
+
+@pytest.mark.parametrize("saver_first", [False, True])
+def test_two_agents_get_the_rescale_request_seconds_apart(tmp_path, make_runner, sink, job_id, kit, saver_first):
+    """Workers on two agents (worker 1 beside the servers, worker 0, the saver, alone). The agent
+    whose request comes first stops its worker; the stop flag summed through the kvstore stops
+    the other worker at the same batch before its own request arrives, and the saver saves then.
+    The late executor must neither take that stop for a crash nor for the end of training: when
+    its request comes it relaunches, and both agents' workers resume from the final checkpoint."""
+    import threading
+    import time
+
+    uri = f"file://{tmp_path}/ck"
+    g0 = kit.cluster_spec(0, servers=1, workers=2, job=job_id)
+    specs = kit.launch_specs(job_id, g0, uri)
+    a_specs = [s for s in specs if not (s.role == "worker" and s.rank == 0)]
+    b_specs = [s for s in specs if s.role == "worker" and s.rank == 0]
+    a = make_runner(a_specs[0], workdir=tmp_path / "agent-a", grace_s=6.0, server_exit_wait_s=1.0,
+                    restore_wait_s=15.0)
+    b = make_runner(b_specs[0], workdir=tmp_path / "agent-b", grace_s=6.0, server_exit_wait_s=1.0,
+                    restore_wait_s=15.0)
+    for s in a_specs:
+        a.launch(s)
+    for s in b_specs:
+        b.launch(s)
+
+    def both_until(cond, timeout, what):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            a.poll()
+            b.poll()
+            if cond():
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+    both_until(lambda: max_batch(sink, 0) >= 40, 90, "40 batches in generation 0")
+    req, _ = kit.rescale_request(job_id, g0, kit.cluster_spec(1, servers=1, workers=2, job=job_id))
+    early, late = (b, a) if saver_first else (a, b)
+    first = threading.Thread(target=early.rescale, args=(req,), daemon=True)
+    first.start()
+    deadline = time.monotonic() + 3.0  # the late agent's request comes 3 s later; it polls meanwhile
+    while time.monotonic() < deadline:
+        late.poll()
+        time.sleep(0.1)
+    assert not [s for _, s, _ in sink.statuses if s in ("TASK_FAILED", "TASK_FINISHED")], sink.statuses
+    late.rescale(req)
+    first.join(40)
+    assert not first.is_alive()
+    exits = [p.exit_event or {} for r in (a, b) for p in r.retired if p.spec.role == "worker" and p.spec.generation == 0]
+    assert len(exits) == 2 and {e.get("status") for e in exits} == {"stopped"}, exits
+    assert len({e.get("batch") for e in exits}) == 1, "both workers stop at the same batch"
+    final0 = [c for c in CheckpointStore(uri).list() if c.meta.get("final") and c.meta.get("generation") == 0]
+    assert final0 and final0[-1].meta["batch"] >= 40, CheckpointStore(uri).list()
+    both_until(lambda: len([r for r in sink.of(RescaleReport) if r.generation == 1]) == 2, 90,
+               "both agents' rescale reports (first batch of generation 1)")
+    assert all(r.ok for r in sink.of(RescaleReport))
+    restored = [ev for r in (a, b) for p in r.procs.values() for ev in kit.events(p) if ev["type"] == "restored"]
+    assert [ev["batch"] for ev in restored] == [final0[-1].meta["batch"]] * 2, "generation 1 resumes, not from zero"
+    assert not [s for _, s, _ in sink.statuses if s in ("TASK_FAILED", "TASK_FINISHED")], sink.statuses
