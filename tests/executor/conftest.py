@@ -85,14 +85,17 @@ def rescale_request(job_id: str, old: ClusterSpec, new: ClusterSpec) -> tuple[Re
     return RescaleRequest(job_id=job_id, cluster=cluster, assignments=tuple(assignments)), new_ids
 
 
-def wait_until(runner: JobRunner, cond: Callable[[], bool], timeout: float, what: str) -> None:
+def wait_until(runner: JobRunner | list[JobRunner], cond: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll the runner (or each of several, as the executors of one job's agents) until ``cond``."""
+    runners = runner if isinstance(runner, list) else [runner]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        runner.poll()
+        for r in runners:
+            r.poll()
         if cond():
             return
         time.sleep(0.1)
-    logs = "\n".join(f"--- {p.name}: {p.log_tail(800)}" for p in runner.procs.values())
+    logs = "\n".join(f"--- {p.name}: {p.log_tail(800)}" for r in runners for p in r.procs.values())
     raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{logs}")
 
 

@@ -165,14 +165,7 @@ def test_servers_wait_for_a_saver_on_another_agent(tmp_path, make_runner, sink, 
     assert sorted(serving.procs) == ["scheduler-0", "server-0"] and sorted(training.procs) == ["worker-0"]
 
     def both_until(cond, timeout, what):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            serving.poll()
-            training.poll()
-            if cond():
-                return
-            time.sleep(0.1)
-        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        kit.wait_until([serving, training], cond, timeout, what)
 
     both_until(lambda: max_batch(sink, 0) >= 40, 90, "40 batches in generation 0")
     req, _ = kit.rescale_request(job_id, g0, kit.cluster_spec(1, servers=1, workers=1, job=job_id))
@@ -229,14 +222,7 @@ def test_two_agents_get_the_rescale_request_seconds_apart(tmp_path, make_runner,
         b.launch(s)
 
     def both_until(cond, timeout, what):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            a.poll()
-            b.poll()
-            if cond():
-                return
-            time.sleep(0.1)
-        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        kit.wait_until([a, b], cond, timeout, what)
 
     both_until(lambda: max_batch(sink, 0) >= 40, 90, "40 batches in generation 0")
     req, _ = kit.rescale_request(job_id, g0, kit.cluster_spec(1, servers=1, workers=2, job=job_id))
