@@ -63,26 +63,29 @@ DRIFT = {"job_types": ("seq2seq", "inception-bn", "resnet-50", "cnn-text-classif
          "epochs_factor": 3.0, "rate_factor": 1.5}
 
 
-def drift_trace(jobs: int, seed: int = 101, max_arrivals_per_slot: int = 3, max_epochs: float = 3000.0) -> Any:
+def drift_trace(jobs: int, seed: int = 101, max_arrivals_per_slot: int = 3, max_epochs: float = 3000.0,
+                drift: dict[str, Any] | None = None) -> Any:
     """The drift workload as a simulator trace (simulated seconds): ``jobs`` jobs, the first half
     as the trace generator draws them (all types, the Google arrival pattern; ``max_epochs`` 3000
     as the ``tiny`` preset, so that a live run takes minutes), the second half drifted
-    (:data:`DRIFT`; job ids ``late-...``), continuing the arrival process faster one slot later."""
+    (``drift``, default :data:`DRIFT`; job ids ``late-...``), continuing the arrival process
+    faster one slot later."""
     import dataclasses as dc
 
     from dl2_mesos.policy.sim.settings import TraceConfig
     from dl2_mesos.policy.sim.trace import TraceJob, generate_trace, sort_trace
 
+    drift = DRIFT if drift is None else {**DRIFT, **drift}
     half = jobs // 2
     base = generate_trace(TraceConfig(num_jobs=half, arrival="google", max_arrivals_per_slot=max_arrivals_per_slot,
                                       max_epochs=max_epochs), seed)
     drifted = generate_trace(TraceConfig(num_jobs=jobs - half, arrival="google",
                                          max_arrivals_per_slot=max_arrivals_per_slot, max_epochs=max_epochs,
-                                         job_types=DRIFT["job_types"], arrival_scale=DRIFT["rate_factor"]), seed + 1)
+                                         job_types=drift["job_types"], arrival_scale=drift["rate_factor"]), seed + 1)
     start = (base[-1].arrival_time if base else 0.0) + SIM_SLOT_SECONDS
     return sort_trace(list(base) + [
-        TraceJob("late-" + j.job_id, start + j.arrival_time / DRIFT["rate_factor"],
-                 dc.replace(j.spec, epochs=round(float(j.spec.epochs) * DRIFT["epochs_factor"], 1)))
+        TraceJob("late-" + j.job_id, start + j.arrival_time / drift["rate_factor"],
+                 dc.replace(j.spec, epochs=round(float(j.spec.epochs) * drift["epochs_factor"], 1)))
         for j in drifted])
 
 
