@@ -12,8 +12,9 @@ Rescale (checkpoint-restart), for a :class:`~dl2_mesos.messages.RescaleRequest` 
 2. *relaunch*: start the processes of this executor's tasks in the new generation at once, so that
    their start (Python, imports, kvstore rendezvous) overlaps steps 3 and 4; workers wait for the
    restore folder (``DL2_RESTORE_PENDING_S``) before loading it;
-3. *upload*: wait for the final checkpoint's upload (here if worker 0 ran here; otherwise wait until
-   it appears in storage: ``wait_checkpoint``, unless the request says the generation crashed);
+3. *upload*: wait for the final checkpoint's upload (here if worker 0 ran here; otherwise, when a
+   worker here will restore it, wait until it appears in storage: ``wait_checkpoint``, unless the
+   request says the generation crashed);
 4. *download*: fill the restore folder with the newest valid checkpoint: the executor that saved it
    moves its own local copy in when it is still the newest committed one (no download), the
    others download it;
@@ -587,6 +588,8 @@ class JobRunner:
             phases.append(("upload", time.monotonic() - t1))
             if not ok:
                 logger.error("job %s: final checkpoint upload still pending; resuming from the newest stored", self.job_id)
+        elif not restores:
+            pass  # servers only here: nothing restores the checkpoint, so nothing waits for it
         elif req.previous_stop == "graceful":
             self._wait_for_final(cur, self.config.restore_wait_s)
             phases.append(("wait_checkpoint", time.monotonic() - t1))

@@ -20,7 +20,8 @@ DEFAULT_MAX_SLOTS = 200
 DEFAULT_MAX_RESCALES = 200
 
 #: The executor's rescale phases in the order they happen (``total`` excludes ``save``, which
-#: overlaps ``stop``); ``wait_checkpoint`` replaces save/upload on executors without worker.
+#: overlaps ``stop``); ``wait_checkpoint`` replaces save/upload on executors whose workers restore a checkpoint
+#: worker 0 saved elsewhere.
 RESCALE_PHASES = ("stop", "save", "upload", "wait_checkpoint", "download", "relaunch", "first_batch", "total")
 
 

@@ -193,6 +193,8 @@ def test_servers_wait_for_a_saver_on_another_agent(tmp_path, make_runner, sink, 
     both_until(lambda: [r for r in sink.of(RescaleReport) if r.task_id in worker_ids], 90,
                "the worker's rescale report (first batch of generation 1)")
     assert all(r.ok for r in sink.of(RescaleReport))
+    servers_report = next(r for r in sink.of(RescaleReport) if r.task_id not in worker_ids)
+    assert "wait_checkpoint" not in dict(servers_report.phases), "nothing restores there: nothing waits"
     restored = [ev for p in training.procs.values() for ev in kit.events(p) if ev["type"] == "restored"]
     assert [ev["batch"] for ev in restored] == [final0[-1].meta["batch"]], "generation 1 resumes, not from zero"
 
