@@ -26,22 +26,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"
 
 from dl2_rigs.online_drift import DRIFT, drift_trace  # noqa: E402
 
-from dl2_mesos.allocation import Allocation  # noqa: E402
 from dl2_mesos.errors import ConfigError  # noqa: E402
 from dl2_mesos.policy.simulate_cli import parse_seeds  # noqa: E402
 from dl2_mesos.policy.dl2.dl2_policy import DL2Policy  # noqa: E402
 from dl2_mesos.policy.registry import make_policy, make_teacher  # noqa: E402
 from dl2_mesos.policy.sim.settings import SimConfig  # noqa: E402
-from dl2_mesos.policy.sim.simulator import Simulator  # noqa: E402
+from dl2_mesos.policy.sim.simulator import run  # noqa: E402
 
 
 def drifted_half_avg_jct(policy, trace, agents: int) -> float:  # noqa: ANN001 - any Policy
     """Avg JCT (simulated s) of the ``late-`` jobs when ``policy`` schedules ``trace`` on ``agents`` nodes."""
-    sim = Simulator(SimConfig(num_agents=agents), trace)
-    while not sim.done:
-        state = sim.state()
-        sim.step(policy.decide(state) if state.jobs else Allocation())
-    return statistics.mean(r.jct for r in sim.metrics().jobs if r.job_id.startswith("late-"))
+    metrics = run(policy, SimConfig(num_agents=agents), trace)
+    return statistics.mean(r.jct for r in metrics.jobs if r.job_id.startswith("late-"))
 
 
 @click.command("online-headroom")

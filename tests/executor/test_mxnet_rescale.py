@@ -164,10 +164,7 @@ def test_servers_wait_for_a_saver_on_another_agent(tmp_path, make_runner, sink, 
         (serving if s.role == "ps" else training).launch(s)
     assert sorted(serving.procs) == ["scheduler-0", "server-0"] and sorted(training.procs) == ["worker-0"]
 
-    def both_until(cond, timeout, what):
-        kit.wait_until([serving, training], cond, timeout, what)
-
-    both_until(lambda: max_batch(sink, 0) >= 40, 90, "40 batches in generation 0")
+    kit.wait_until([serving, training], lambda: max_batch(sink, 0) >= 40, 90, "40 batches in generation 0")
     req, _ = kit.rescale_request(job_id, g0, kit.cluster_spec(1, servers=1, workers=1, job=job_id))
     if how == "rescale":
         first = threading.Thread(target=serving.rescale, args=(req,), daemon=True)
@@ -190,7 +187,7 @@ def test_servers_wait_for_a_saver_on_another_agent(tmp_path, make_runner, sink, 
         assert serving.finished and training.finished
         return
     worker_ids = {ep.task_id for ep in req.cluster.workers}
-    both_until(lambda: [r for r in sink.of(RescaleReport) if r.task_id in worker_ids], 90,
+    kit.wait_until([serving, training], lambda: [r for r in sink.of(RescaleReport) if r.task_id in worker_ids], 90,
                "the worker's rescale report (first batch of generation 1)")
     assert all(r.ok for r in sink.of(RescaleReport))
     servers_report = next(r for r in sink.of(RescaleReport) if r.task_id not in worker_ids)
@@ -223,10 +220,7 @@ def test_two_agents_get_the_rescale_request_seconds_apart(tmp_path, make_runner,
     for s in b_specs:
         b.launch(s)
 
-    def both_until(cond, timeout, what):
-        kit.wait_until([a, b], cond, timeout, what)
-
-    both_until(lambda: max_batch(sink, 0) >= 40, 90, "40 batches in generation 0")
+    kit.wait_until([a, b], lambda: max_batch(sink, 0) >= 40, 90, "40 batches in generation 0")
     req, _ = kit.rescale_request(job_id, g0, kit.cluster_spec(1, servers=1, workers=2, job=job_id))
     early, late = (b, a) if saver_first else (a, b)
     first = threading.Thread(target=early.rescale, args=(req,), daemon=True)
@@ -244,7 +238,7 @@ def test_two_agents_get_the_rescale_request_seconds_apart(tmp_path, make_runner,
     assert len({e.get("batch") for e in exits}) == 1, "both workers stop at the same batch"
     final0 = [c for c in CheckpointStore(uri).list() if c.meta.get("final") and c.meta.get("generation") == 0]
     assert final0 and final0[-1].meta["batch"] >= 40, CheckpointStore(uri).list()
-    both_until(lambda: len([r for r in sink.of(RescaleReport) if r.generation == 1]) == 2, 90,
+    kit.wait_until([a, b], lambda: len([r for r in sink.of(RescaleReport) if r.generation == 1]) == 2, 90,
                "both agents' rescale reports (first batch of generation 1)")
     assert all(r.ok for r in sink.of(RescaleReport))
     restored = [ev for r in (a, b) for p in r.procs.values() for ev in kit.events(p) if ev["type"] == "restored"]
