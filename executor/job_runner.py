@@ -1,8 +1,10 @@
 """One job's processes on one agent: start, supervise, checkpoint, restart after a crash, rescale, kill.
 
-A :class:`JobRunner` is owned by exactly one thread (the executor's event loop, or a test). It
-never talks to Mesos: it reports through a :class:`Sink` (task status updates and framework
-messages). Blocking steps (stopping processes, waiting for uploads) are bounded by timeouts.
+A :class:`JobRunner` is owned by exactly one thread (the executor's event loop, or a test), which
+must outlive its processes: they are SIGKILLed when the thread that started them ends (see
+:func:`~dl2_mesos.executor.processes.die_with_parent`). It never talks to Mesos: it reports
+through a :class:`Sink` (task status updates and framework messages). Blocking steps (stopping
+processes, waiting for uploads) are bounded by timeouts.
 
 Rescale (checkpoint-restart), for a :class:`~dl2_mesos.messages.RescaleRequest` to generation g:
 

@@ -26,7 +26,9 @@ logger = logging.getLogger(__name__)
 # The kernel can SIGKILL a child when its parent dies (PR_SET_PDEATHSIG), but setting that in a
 # preexec_fn is unsafe in a threaded parent (the child can deadlock before exec; seen here), so a
 # tiny single-threaded trampoline sets it after fork+exec and then execs the real program in place
-# (same pid; the setting survives execve).
+# (same pid; the setting survives execve). The kernel ties it to the *thread* that forked the
+# child, not to the process: a job process dies when the thread that started it ends, so only
+# the executor's long-lived loop thread may start them.
 _TRAMPOLINE = (
     "import ctypes, os, signal, sys\n"
     "libc = ctypes.CDLL(None, use_errno=True)\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -123,6 +124,43 @@ def make_runner(tmp_path, sink):
             if p.alive():
                 p.kill()
         r.close()
+
+
+class AsideCall:
+    """A runner call made on another thread (as another agent's executor loop would make it)."""
+
+    def __init__(self, fn: Callable[..., object], args: tuple, release: threading.Event) -> None:
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._body, args=(fn, args, release), daemon=True)
+        self._thread.start()
+
+    def _body(self, fn: Callable[..., object], args: tuple, release: threading.Event) -> None:
+        try:
+            fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread by join()
+            self.error = exc
+        finally:
+            self.done.set()
+            release.wait()  # live on: processes started here die with this thread
+
+    def join(self, timeout: float) -> None:
+        """Wait for the call to return; re-raise what it raised."""
+        assert self.done.wait(timeout), f"the call did not return within {timeout}s"
+        if self.error is not None:
+            raise self.error
+
+
+@pytest.fixture
+def aside():
+    """``aside(fn, *args)`` runs a runner call on a thread that lives until the test ends, like the
+    executor loop thread that owns a runner in production. The thread must outlive the call:
+    the job processes it starts are tied to it (PR_SET_PDEATHSIG fires when the *thread* that
+    forked a child ends, not the process), so a plain thread that returns after a rescale kills
+    the new generation it just launched, with SIGKILL."""
+    release = threading.Event()
+    yield lambda fn, *args: AsideCall(fn, args, release)
+    release.set()
 
 
 @pytest.fixture

@@ -143,14 +143,13 @@ def test_a_server_killed_before_the_rescale_request_keeps_the_final_checkpoint(t
 
 
 @pytest.mark.parametrize("how", ["rescale", "kill"])
-def test_servers_wait_for_a_saver_on_another_agent(tmp_path, make_runner, sink, job_id, kit, how):
+def test_servers_wait_for_a_saver_on_another_agent(tmp_path, make_runner, sink, job_id, kit, aside, how):
     """A job spread over two agents: the scheduler and servers on one, the saving worker (rank 0)
     on the other. Each executor gets its own rescale request (or, when the job is paused, its own
     kills), and the servers' may come seconds before the worker's. The servers' executor must let
     them serve until the remote worker has stopped and saved (they exit by themselves then), not
     stop them after a fixed short wait: the worker would hang on the dead servers until SIGKILL
     and the final checkpoint be lost."""
-    import threading
     import time
 
     uri = f"file://{tmp_path}/ck"
@@ -167,17 +166,15 @@ def test_servers_wait_for_a_saver_on_another_agent(tmp_path, make_runner, sink, 
     kit.wait_until([serving, training], lambda: max_batch(sink, 0) >= 40, 90, "40 batches in generation 0")
     req, _ = kit.rescale_request(job_id, g0, kit.cluster_spec(1, servers=1, workers=1, job=job_id))
     if how == "rescale":
-        first = threading.Thread(target=serving.rescale, args=(req,), daemon=True)
+        first = aside(serving.rescale, req)
     else:
-        first = threading.Thread(target=serving.kill, args=([g0.servers[0].task_id],), daemon=True)
-    first.start()
+        first = aside(serving.kill, [g0.servers[0].task_id])
     time.sleep(3.0)  # the worker's request (or kill) arrives three server_exit_wait_s later
     if how == "rescale":
         training.rescale(req)
     else:
         training.kill([g0.workers[0].task_id])
     first.join(40)
-    assert not first.is_alive()
     worker0 = next(p for p in training.retired if p.spec.role == "worker" and p.spec.generation == 0)
     assert (worker0.exit_event or {}).get("status") == "stopped", \
         "the remote worker stopped and saved; it was not SIGKILLed hanging on stopped servers"
@@ -197,13 +194,13 @@ def test_servers_wait_for_a_saver_on_another_agent(tmp_path, make_runner, sink, 
 
 
 @pytest.mark.parametrize("saver_first", [False, True])
-def test_two_agents_get_the_rescale_request_seconds_apart(tmp_path, make_runner, sink, job_id, kit, saver_first):
+def test_two_agents_get_the_rescale_request_seconds_apart(tmp_path, make_runner, sink, job_id, kit, aside,
+                                                          saver_first):
     """Workers on two agents (worker 1 beside the servers, worker 0, the saver, alone). The agent
     whose request comes first stops its worker; the stop flag summed through the kvstore stops
     the other worker at the same batch before its own request arrives, and the saver saves then.
     The late executor must neither take that stop for a crash nor for the end of training: when
     its request comes it relaunches, and both agents' workers resume from the final checkpoint."""
-    import threading
     import time
 
     uri = f"file://{tmp_path}/ck"
@@ -223,8 +220,7 @@ def test_two_agents_get_the_rescale_request_seconds_apart(tmp_path, make_runner,
     kit.wait_until([a, b], lambda: max_batch(sink, 0) >= 40, 90, "40 batches in generation 0")
     req, _ = kit.rescale_request(job_id, g0, kit.cluster_spec(1, servers=1, workers=2, job=job_id))
     early, late = (b, a) if saver_first else (a, b)
-    first = threading.Thread(target=early.rescale, args=(req,), daemon=True)
-    first.start()
+    first = aside(early.rescale, req)
     deadline = time.monotonic() + 3.0  # the late agent's request comes 3 s later; it polls meanwhile
     while time.monotonic() < deadline:
         late.poll()
@@ -232,7 +228,6 @@ def test_two_agents_get_the_rescale_request_seconds_apart(tmp_path, make_runner,
     assert not [s for _, s, _ in sink.statuses if s in ("TASK_FAILED", "TASK_FINISHED")], sink.statuses
     late.rescale(req)
     first.join(40)
-    assert not first.is_alive()
     exits = [p.exit_event or {} for r in (a, b) for p in r.retired if p.spec.role == "worker" and p.spec.generation == 0]
     assert len(exits) == 2 and {e.get("status") for e in exits} == {"stopped"}, exits
     assert len({e.get("batch") for e in exits}) == 1, "both workers stop at the same batch"
