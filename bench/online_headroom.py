@@ -20,7 +20,8 @@ policy on a cluster whose speed-ups differ from the measured table's, as a real 
 (the paper's reason for learning online): a job trains at its smallest size's speed times the
 table's speed-up to the power K (K < 1: adding tasks helps less than the table says, K > 1:
 more), and adds the teacher *told* those speeds (``teacher*``), what a teacher with an exact
-speed model of the drifted cluster could reach.
+speed model of the drifted cluster could reach; with ``--online`` also ``online*``, online
+imitation of that teacher.
 """
 
 from __future__ import annotations
@@ -74,11 +75,15 @@ def drifted_half_avg_jct(policy, trace, agents: int, speeds=None, last: int = 0,
 
 
 def online_imitation_avg_jct(model_path: str | None, teacher: str, trace, agents: int, speeds=None,  # noqa: ANN001
-                             last: int = 0) -> float:
+                             last: int = 0, labeller=None) -> float:  # noqa: ANN001
     """:func:`drifted_half_avg_jct` of the model learning online by imitating ``teacher`` (updated
-    after every slot in which it decided, as the framework's default online learning)."""
+    after every slot in which it decided, as the framework's default online learning); with
+    ``labeller`` (a Policy), that policy's decisions are the labels instead (e.g. the teacher
+    told the cluster's speeds)."""
     policy = DL2Policy(model_path) if model_path else DL2Policy()
     learner = DL2OnlineModel(policy, teacher=teacher)
+    if labeller is not None:
+        learner.trainer.teacher = labeller
 
     def after_slot(_outcome) -> None:  # noqa: ANN001
         if learner.complete_slot(reward=0.0):  # False: no job, nothing was decided
@@ -121,8 +126,10 @@ def main(jobs: int, agents: int, seeds: str, epochs_factor: float, rate_factor: 
     warp = f", speed-ups ** {speed_warp:g}" if speeds is not None else ""
     click.echo(f"workload: {jobs} jobs, the last {jobs - jobs // 2} drifted ({', '.join(drift['job_types'])}; "
                f"epochs x{epochs_factor:g}; arrivals x{rate_factor:g}), {agents} nodes{warp}; {judged} avg JCT (s)")
-    cols = ["model", "teacher"] + (["teacher*"] if told else []) + ["drf"] + (["online"] if online else [])
-    ratio_cols = ["teacher/model"] + (["teacher*/model"] if told else []) + (["online/model"] if online else [])
+    cols = (["model", "teacher"] + (["teacher*"] if told else []) + ["drf"] + (["online"] if online else [])
+            + (["online*"] if online and told else []))
+    ratio_cols = (["teacher/model"] + (["teacher*/model"] if told else []) + (["online/model"] if online else [])
+                  + (["online*/model"] if online and told else []))
     click.echo(f"{'seed':>5} " + " ".join(f"{c:>9}" for c in cols) + " " + " ".join(f"{c:>14}" for c in ratio_cols))
     ratios: dict[str, list[float]] = {c: [] for c in ratio_cols}
     for seed in parse_seeds(seeds):
@@ -140,6 +147,9 @@ def main(jobs: int, agents: int, seeds: str, epochs_factor: float, rate_factor: 
         avg["drf"] = drifted_half_avg_jct(make_policy("drf"), trace, agents, speeds, last)
         if online:
             avg["online"] = online_imitation_avg_jct(model_path, teacher, trace, agents, speeds, last)
+        if online and told:
+            avg["online*"] = online_imitation_avg_jct(model_path, teacher, trace, agents, speeds, last,
+                                                      labeller=informed_teacher(teacher, speeds))
         for c in ratio_cols:
             ratios[c].append(avg[c.split("/")[0]] / avg["model"])
         click.echo(f"{seed:>5} " + " ".join(f"{avg[c]:>9.0f}" for c in cols) + " "

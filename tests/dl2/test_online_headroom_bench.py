@@ -99,3 +99,18 @@ def test_online_imitation_updates_the_model_every_slot(bench, monkeypatch):
     monkeypatch.setattr(bench.DL2OnlineModel, "update", counting)
     avg = bench.online_imitation_avg_jct(None, "srpt-elastic-min", drift_trace(8, 101), 3)
     assert avg > 0 and len(updates) >= 5 and any(updates)
+
+
+def test_online_imitation_can_take_its_labels_from_another_policy(bench, monkeypatch):
+    labelled = []
+    told = bench.informed_teacher("srpt-elastic-min", bench.WarpedSpeeds(0.5))
+    real = type(told).decide
+
+    def recording(self, state):  # noqa: ANN001, ANN202
+        if self is told:
+            labelled.append(state)
+        return real(self, state)
+
+    monkeypatch.setattr(type(told), "decide", recording)
+    bench.online_imitation_avg_jct(None, "srpt-elastic-min", drift_trace(8, 101), 3, labeller=told)
+    assert labelled  # the labels came from the told teacher
