@@ -120,6 +120,8 @@ def main(jobs: int, agents: int, seeds: str, epochs_factor: float, rate_factor: 
          model_path: str | None, teacher: str, online: bool, last: int, speed_warp: float) -> None:
     drift = {"job_types": tuple(t.strip() for t in types.split(",") if t.strip()),
              "epochs_factor": epochs_factor, "rate_factor": rate_factor}
+    if last > jobs - jobs // 2:
+        raise click.UsageError(f"--last {last}: only {jobs - jobs // 2} jobs drift")
     speeds = WarpedSpeeds(speed_warp) if speed_warp != 1.0 else None
     told = informed_teacher(teacher, speeds) if speeds is not None else None
     judged = f"the last {last} drifted jobs'" if last else "drifted half's"
@@ -137,8 +139,6 @@ def main(jobs: int, agents: int, seeds: str, epochs_factor: float, rate_factor: 
             trace = drift_trace(jobs, seed, drift=drift)
         except ConfigError as exc:
             raise click.UsageError(str(exc)) from None
-        if last > jobs - jobs // 2:
-            raise click.UsageError(f"--last {last}: only {jobs - jobs // 2} jobs drift")
         avg = {"model": drifted_half_avg_jct(DL2Policy(model_path) if model_path else DL2Policy(), trace, agents,
                                              speeds, last),
                "teacher": drifted_half_avg_jct(make_teacher(teacher), trace, agents, speeds, last)}
