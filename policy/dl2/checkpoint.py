@@ -92,6 +92,17 @@ def _unpickling_reason(exc: Exception) -> str:
     return reasons[0] if reasons else (lines[0] if lines else type(exc).__name__)
 
 
+def _load_failure(path: Path, exc: Exception) -> str:
+    """Why torch could not read ``path``, in words (its own message can be empty or an index
+    error from reading a text file as its legacy format)."""
+    if path.stat().st_size == 0:
+        return "the file is empty"
+    if isinstance(exc, (IndexError, KeyError, EOFError, ValueError)) or not str(exc).strip():
+        return f"not a file written by torch.save ({type(exc).__name__}: {exc})".replace(": )", ")")
+    # torch's zip reader appends advice about corruption to its reason: keep the reason
+    return str(exc).split(" This is an internal")[0]
+
+
 def load_checkpoint(path: str | os.PathLike[str] | None = None) -> LoadedModel:
     """Read a checkpoint (default: the shipped model).
 
@@ -112,7 +123,7 @@ def load_checkpoint(path: str | os.PathLike[str] | None = None) -> LoadedModel:
             f"the only content ever unpickled ({_unpickling_reason(exc)})"
         ) from None
     except Exception as exc:  # torch raises many types for a corrupt or foreign file
-        raise CheckpointError(f"{path} is not a readable DL2 checkpoint: {exc}") from exc
+        raise CheckpointError(f"{path} is not a readable DL2 checkpoint: {_load_failure(path, exc)}") from exc
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a DL2 checkpoint (format marker missing)")
     sv = payload.get("schema_version")

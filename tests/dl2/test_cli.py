@@ -41,6 +41,12 @@ def test_cli_errors_are_clear(tmp_path):
     bad.write_text("nope")
     res = r.invoke(main, ["evaluate", "--policies", "dl2", "--preset", "tiny", "--model", str(bad)])
     assert res.exit_code != 0 and "not a readable DL2 checkpoint" in res.output
+    bad.write_text("root:x:0:0:root:/root:/bin/bash\n")  # a text file: torch says only "list index out of range"
+    res = r.invoke(main, ["evaluate", "--policies", "dl2", "--preset", "tiny", "--model", str(bad)])
+    assert res.exit_code != 0 and "not a file written by torch.save" in res.output
+    bad.write_bytes(b"")
+    res = r.invoke(main, ["evaluate", "--policies", "dl2", "--preset", "tiny", "--model", str(bad)])
+    assert res.exit_code != 0 and "the file is empty" in res.output
     # a pickle that would run code when loaded: refused, and no advice to load it unsafely
     torch.save({"format": "dl2-checkpoint", "hook": os.getcwd}, bad)
     res = r.invoke(main, ["evaluate", "--policies", "dl2", "--preset", "tiny", "--model", str(bad)])
