@@ -46,6 +46,7 @@ Deterministic for a given trace, config and seed (the seed drives only the speed
 from __future__ import annotations
 
 import logging
+import math
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -353,11 +354,22 @@ class Simulator:
         elif self.slot >= self.config.max_slots:
             self.done = True
             self._truncated = True
-            logger.warning(
-                "simulation stopped at max_slots=%d with %d jobs unfinished",
-                self.config.max_slots,
-                len(self._active) + len(self._pending),
-            )
+            if self._pending:  # jobs that never arrived: the trace outlasts the run, say so
+                logger.warning(
+                    "simulation stopped at max_slots=%d with %d jobs unfinished, %d of them not yet "
+                    "arrived (the trace's last arrival is at %.0f s, slot %d): raise max_slots to run them",
+                    self.config.max_slots,
+                    len(self._active) + len(self._pending),
+                    len(self._pending),
+                    self._pending[-1].arrival_time,
+                    math.ceil(self._pending[-1].arrival_time / slot_s),
+                )
+            else:
+                logger.warning(
+                    "simulation stopped at max_slots=%d with %d jobs unfinished",
+                    self.config.max_slots,
+                    len(self._active),
+                )
         return SlotOutcome(reward, epochs, tuple(finished), tuple(rescaled), self.done, granted)
 
     def _unchanged(self, allocation: Allocation) -> bool:

@@ -263,6 +263,10 @@ def _number(path: str, line: int, col: str, text: str, integer: bool = False) ->
     return v
 
 
+MAX_ARRIVAL_SECONDS = 1e9
+"""The latest arrival a trace file may give (seconds from its start)."""
+
+
 def _row_to_job(path: str, line: int, row: dict[str, str], index: int) -> TraceJob:
     cell = {k: (v or "").strip() for k, v in row.items() if k is not None}
     if None in row:
@@ -273,6 +277,12 @@ def _row_to_job(path: str, line: int, row: dict[str, str], index: int) -> TraceJ
     arrival = _number(path, line, "arrival_time", cell["arrival_time"])
     if arrival < 0:
         raise TraceFormatError(path, line, f"column 'arrival_time': must be >= 0, got {arrival}")
+    if arrival > MAX_ARRIVAL_SECONDS:  # e.g. a Unix timestamp (~1.7e9) where offsets are meant
+        raise TraceFormatError(
+            path, line,
+            f"column 'arrival_time': {arrival:g} s is more than {MAX_ARRIVAL_SECONDS:g} s (about 30 years) "
+            "after the trace's start; arrival times are seconds from the start, not timestamps",
+        )
     job_type = cell["job_type"]
     if job_type.isdigit() and job_type.isascii():  # the trace format also takes type ids (1..8)
         try:

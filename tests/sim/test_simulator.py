@@ -192,12 +192,15 @@ def test_run_metrics_are_consistent():
     assert m.rescales == sum(j.rescales for j in m.jobs)
 
 
-def test_max_slots_truncates_and_censors(make_job):
+def test_max_slots_truncates_and_censors(make_job, caplog):
     sim = Simulator(
         cfg(max_slots=2), (make_job("a", "vgg-16", 1e6), make_job("b", "vgg-16", 1e6, arrival=1e6))
     )
     sim.step(Allocation({"a": (1, 1)}))
-    out = sim.step(Allocation({"a": (1, 1)}))
+    with caplog.at_level("WARNING", logger="dl2_mesos.policy.sim.simulator"):
+        out = sim.step(Allocation({"a": (1, 1)}))
+    # the job that never arrived is named as such, with the slot it would need
+    assert "2 jobs unfinished, 1 of them not yet arrived" in caplog.text and "slot 834" in caplog.text
     assert out.done and sim.done
     m = sim.metrics()
     assert m.truncated and m.num_finished == 0 and m.num_unfinished == 2

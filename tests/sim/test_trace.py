@@ -144,6 +144,8 @@ def test_optional_resources_and_limits():
         ("0,vgg-16,10,extra", "more cells"),
         ("0,vgg-16", "expected 3 cells"),
         ("0,vgg-16,inf", "finite"),
+        ("1733400000,vgg-16,10", "not timestamps"),  # a Unix timestamp where an offset belongs
+        ("1e308,vgg-16,10", "about 30 years"),
     ],
 )
 def test_bad_rows_name_file_and_line(tmp_path, row, msg):
