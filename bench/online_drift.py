@@ -8,7 +8,7 @@ train at the speed table's pace, one 2 s live slot = one 1200 s simulated slot; 
 of the jobs as the model was trained on, the second half drifted: other types, three times as
 long, arriving faster): DL2 frozen, DL2 with online updates by reinforcement (the paper's),
 DL2 with online updates imitating a teacher on the live states (``--teacher``, online DAgger),
-and DL2 with online updates by reinforcement where one update is replaced by a corrupted one
+DL2 imitating that teacher on simulated futures of the live workload (``online_twin``), and DL2 with online updates by reinforcement where one update is replaced by a corrupted one
 (every job grown or paused every slot) that the rollback must catch.
 Prints the average JCT of the drifted half (and of all jobs) for frozen vs each online mode, the
 model versions created, and the rollbacks with their reasons.
@@ -50,30 +50,36 @@ def _fmt(v: float | None, unit: str = "s") -> str:
 @click.option("--teacher", default="srpt-elastic-min", show_default=True,
               help="A third run whose online updates imitate this teacher on the live states (online DAgger); "
                    "'' skips it.")
+@click.option("--only", default="", help="Comma-separated arms to run (frozen, online, imitate, twin; default all).")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False))
 def main(jobs: int, agents: int, slot_seconds: float, window: int, inject_window: int, seed: int, timeout: float,
-         skip_rollback: bool, teacher: str, json_path: str | None) -> None:
+         skip_rollback: bool, teacher: str, only: str, json_path: str | None) -> None:
     logging.basicConfig(level=logging.WARNING)
+    only = {a.strip() for a in only.split(",") if a.strip()}
     workload = drift_workload(jobs, slot_seconds, seed=seed)
     late = sum(d.late for d in workload)
     click.echo(f"workload: {len(workload)} jobs, the last {late} drifted (from {min(d.at for d in workload if d.late):.0f}s),"
                f" {agents} agents, {slot_seconds:g}s slots, window {window}")
     runs = {}
-    arms = [("frozen", False, None), ("online", True, "none")] + ([("imitate", True, teacher)] if teacher else [])
-    for name, online, arm_teacher in arms:
+    arms = [("frozen", False, None, False), ("online", True, "none", False)]
+    if teacher:
+        arms += [("imitate", True, teacher, False), ("twin", True, teacher, True)]
+    arms = [a for a in arms if not only or a[0] in only]
+    for name, online, arm_teacher, twin in arms:
         r = run_drift(workload, online=online, agents=agents, slot_seconds=slot_seconds, window=window,
-                      timeout=timeout, echo=click.echo, online_teacher=arm_teacher)
+                      timeout=timeout, echo=click.echo, online_teacher=arm_teacher, online_twin=twin)
         runs[name] = r
         click.echo(f"{name:>7}: avg JCT drifted half {_fmt(r.avg_jct(late=True))} ({r.finished(True)}/{late} finished),"
                    f" first half {_fmt(r.avg_jct(late=False))}, all {_fmt(r.avg_jct())}; {r.slots} slots,"
                    f" {r.versions} model versions, {len(r.rollbacks)} rollbacks, wall {r.wall_seconds:.0f}s")
         for rb in r.rollbacks:
             click.echo(f"         rollback {rb['from']} -> {rb['to']}: {rb['reason']}")
-    fz = runs["frozen"].avg_jct(late=True)
-    for name in ("online", "imitate"):
+    fz = runs["frozen"].avg_jct(late=True) if "frozen" in runs else None
+    for name in ("online", "imitate", "twin"):
         on = runs[name].avg_jct(late=True) if name in runs else None
         if fz and on:
-            how = "reinforcement" if name == "online" else f"imitating {teacher}"
+            how = {"online": "reinforcement", "imitate": f"imitating {teacher}",
+                   "twin": f"imitating {teacher} on simulated futures"}[name]
             click.echo(f"drifted half: {name} ({how}) / frozen avg JCT = {on / fz:.3f}")
     if not skip_rollback:
         at = injection_slot(inject_window)

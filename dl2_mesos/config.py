@@ -101,6 +101,10 @@ class Config:
     # shipped model's own teacher); "none" learns by reinforcement from the slots' rewards
     # instead (the paper's online phase)
     online_teacher: str = "srpt-elastic-min"
+    # with a teacher: learn on simulated futures of the live workload (the jobs in the system and
+    # arrivals resampled from the recent ones), labelled by the teacher, instead of on the live
+    # states alone (policy/dl2/twin.py)
+    online_twin: bool = False
     # --- HTTP API ----------------------------------------------------------------------------
     api: str = "0.0.0.0:8080"  # listen host:port
     advertise_url: str = ""  # URL other replicas redirect to ("" = http://<hostname>:<port>)
@@ -177,7 +181,7 @@ _MAX_MASTER_CALLS = 256
 _FLOATS = {"executor_cpus", "executor_mem", "rollback_margin"}
 _INTS = {"master_calls", "max_task_failures", "online_window", "model_keep", "max_body_bytes", "api_max_connections",
          "retain_ended_jobs"}
-_BOOLS = {"online_learning", "insecure_no_auth", "zk_insecure", "api_open_reads"}
+_BOOLS = {"online_learning", "online_twin", "insecure_no_auth", "zk_insecure", "api_open_reads"}
 #: older or alternative names: TOML key / flag -> field, and environment variable -> field
 _KEY_ALIASES = {"user": "task_user"}
 _ENV_ALIASES = {"DL2_TOKEN": "api_token", "DL2_USER": "task_user"}
@@ -264,6 +268,8 @@ def _validate(cfg: Config) -> None:
         if cfg.online_teacher not in teacher_names():
             raise ConfigError(f"online_teacher: unknown teacher {cfg.online_teacher!r}; known: "
                               f"{', '.join(teacher_names())}, or none (reinforcement)")
+    if cfg.online_twin and not cfg.online_teacher:
+        raise ConfigError("online_twin: needs an online_teacher to label the simulated futures (not none)")
     if not 0 <= cfg.rollback_margin < 1:
         raise ConfigError(f"rollback_margin: must be in [0, 1), got {cfg.rollback_margin}")
     if not 1 <= cfg.master_calls <= _MAX_MASTER_CALLS:

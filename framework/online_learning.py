@@ -110,9 +110,10 @@ class OnlineLearning:
 
     def __init__(self, store: StateStore, adapter: OnlineModel | None, policy_name: str, *,
                  enabled: bool = True, window: int = 10, margin: float = 0.2, keep: int = 5,
-                 teacher: str = "") -> None:
+                 teacher: str = "", twin: bool = False) -> None:
         self.store = store
         self.teacher = teacher
+        self.twin = twin
         self.adapter = adapter
         self.policy_name = policy_name
         self.enabled = enabled and adapter is not None
@@ -293,6 +294,7 @@ class OnlineLearning:
             "name": self.policy_name,
             "online_learning": self.enabled,
             "online_teacher": self.teacher or None,
+            "online_twin": self.twin,
             "learnable": self.adapter is not None,
             "model_version": self.info.get("current"),
             "history": list(self.info.get("history", [])),

@@ -76,10 +76,12 @@ def make_policy(cfg: Config) -> Any:
 def make_learner(cfg: Config, policy: Any, store: StateStore) -> OnlineLearning:
     from dl2_mesos.policy.registry import make_online_model
 
-    adapter = make_online_model(cfg.policy, policy, teacher=cfg.online_teacher or None)  # the name is validated
+    adapter = make_online_model(cfg.policy, policy, teacher=cfg.online_teacher or None,  # the name is validated
+                                twin=cfg.online_twin)
     return OnlineLearning(store, adapter, getattr(policy, "name", cfg.policy), enabled=cfg.online_learning,
                           window=cfg.online_window, margin=cfg.rollback_margin, keep=cfg.model_keep,
-                          teacher=cfg.online_teacher if adapter is not None else "")
+                          teacher=cfg.online_teacher if adapter is not None else "",
+                          twin=cfg.online_twin and adapter is not None)
 
 
 def check_master(master: str, timeout: float) -> str:

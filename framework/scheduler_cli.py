@@ -49,6 +49,9 @@ logger = logging.getLogger(__name__)
 @click.option("--online-teacher", default=None,
               help="Online updates imitate this teacher on the live states (online DAgger); "
                    "'none': learn by reinforcement from the rewards (the paper's).")
+@click.option("--online-twin/--no-online-twin", default=None,
+              help="With a teacher: learn on simulated futures of the live workload, labelled by the "
+                   "teacher, instead of on the live states alone.")
 @click.option("--offer-wait", default=None, help="At a slot boundary, wait at most this long for offers.")
 @click.option("--launch-timeout", default=None,
               help="A planned launch waits at most this long for its offers.")

@@ -312,7 +312,8 @@ def _policy_section(policy: dict[str, Any], cluster: dict[str, Any], slots: Sequ
            if policy.get("history") else "") + "</div>",
         f"<div class='kv'><b>online learning</b> {'on' if online else 'off'}"
         + ("" if policy.get("learnable", version is not None) else " <span class='muted'>(not learnable)</span>")
-        + (f" <span class='muted'>(imitating <code>{_e(policy['online_teacher'])}</code>)</span>"
+        + (f" <span class='muted'>(imitating <code>{_e(policy['online_teacher'])}</code>"
+           + (" on simulated futures of the workload" if policy.get("online_twin") else "") + ")</span>"
            if online and policy.get("online_teacher") else " <span class='muted'>(reinforcement)</span>" if online else "")
         + "</div>",
         f"<div class='kv'><b>baseline reward</b> {_num(policy.get('baseline_reward'), '{:.4f}')}</div>",

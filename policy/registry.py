@@ -74,17 +74,20 @@ def make_teacher(name: str) -> Policy:
     return make_policy(name)
 
 
-def make_online_model(name: str, policy: Policy, teacher: str | None = None) -> OnlineModel | None:
+def make_online_model(name: str, policy: Policy, teacher: str | None = None, twin: bool = False) -> OnlineModel | None:
     """The learnable model of ``policy`` (built by ``make_policy(name)``), or None if it does not learn.
 
     ``teacher``: learn online by imitating this teacher or policy (by name) on the live states
-    instead of by reinforcement (raises UnknownPolicy for an unknown name).
+    instead of by reinforcement (raises UnknownPolicy for an unknown name); ``twin``: imitate it on
+    simulated futures of the live workload instead (needs ``teacher``).
     """
     key = name.strip().lower() if isinstance(name, str) else name
     if key not in _ONLINE_MODELS:
         return None
     module_name, cls_name = _ONLINE_MODELS[key].split(":")
     cls = getattr(importlib.import_module(module_name), cls_name)
+    if twin:
+        return cls(policy, teacher=teacher, twin=True)
     return cls(policy, teacher=teacher) if teacher else cls(policy)
 
 

@@ -14,6 +14,7 @@ from dl2_mesos.policy.dl2.checkpoint import load_checkpoint
 from dl2_mesos.policy.dl2.dl2_policy import DL2Policy
 from dl2_mesos.policy.dl2.online_imitation import ImitationTrainer
 from dl2_mesos.policy.dl2.online_learner import ExperienceRecorder, OnlineTrainer
+from dl2_mesos.policy.dl2.twin import TwinConfig, TwinTrainer
 from dl2_mesos.policy.registry import make_teacher
 
 
@@ -21,21 +22,29 @@ class DL2OnlineModel:
     """:class:`~dl2_mesos.policy_api.OnlineModel` over a ``DL2Policy``, its
     ``ExperienceRecorder`` and an ``OnlineTrainer`` (the paper's online RL), or, with
     ``teacher`` (a teacher or policy name, e.g. ``srpt-elastic-a1``), an ``ImitationTrainer``
-    (online DAgger: :mod:`~dl2_mesos.policy.dl2.online_imitation`).
+    (online DAgger: :mod:`~dl2_mesos.policy.dl2.online_imitation`); with ``twin`` as well, a
+    ``TwinTrainer`` (DAgger on simulated futures of the live workload, labelled by that teacher:
+    :mod:`~dl2_mesos.policy.dl2.twin`; ``twin_config`` its settings, by default rounds on a
+    background thread).
 
     Raises:
         UnknownPolicy: ``teacher`` names no teacher or policy.
     """
 
-    def __init__(self, policy: DL2Policy, teacher: str | None = None) -> None:
+    def __init__(self, policy: DL2Policy, teacher: str | None = None, twin: bool = False,
+                 twin_config: TwinConfig | None = None) -> None:
         self.policy = policy
         if policy.recorder is None:
             policy.recorder = ExperienceRecorder()
         self.recorder = policy.recorder
-        self.trainer: OnlineTrainer | ImitationTrainer
+        self.trainer: OnlineTrainer | ImitationTrainer | TwinTrainer
+        if twin and not teacher:
+            raise ValueError("online learning on a twin of the workload needs a teacher to label it")
         if teacher:
             self.recorder.keep_states = True
-            self.trainer = ImitationTrainer(policy.net, make_teacher(teacher), version=policy.version)
+            labeller = make_teacher(teacher)
+            self.trainer = (TwinTrainer(policy.net, labeller, twin_config, version=policy.version) if twin
+                            else ImitationTrainer(policy.net, labeller, version=policy.version))
         else:
             self.trainer = OnlineTrainer(policy.net, version=policy.version)
 
@@ -64,7 +73,7 @@ class DL2OnlineModel:
             return False
         self.policy.net.train()
         try:
-            if isinstance(self.trainer, ImitationTrainer):
+            if isinstance(self.trainer, (ImitationTrainer, TwinTrainer)):
                 stats = self.trainer.update(self.recorder.drain_states())
             else:
                 stats = self.trainer.update(exps)

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 
-from dl2_mesos.allocation import Allocation
 from dl2_mesos.config import load_config
 from dl2_mesos.errors import ConfigError, UnknownPolicy
 from dl2_mesos.policy.dl2.dl2_policy import DL2Policy
@@ -20,24 +19,14 @@ from dl2_mesos.policy.dl2.online_imitation import ImitationTrainer
 from dl2_mesos.policy.dl2.online_learner import OnlineTrainer
 from dl2_mesos.policy.dl2.online_model import DL2OnlineModel
 from dl2_mesos.policy.registry import make_online_model, make_policy, make_teacher
-from dl2_mesos.policy.sim.settings import SimConfig
-from dl2_mesos.policy.sim.simulator import Simulator
-from dl2_rigs.online_drift import drift_trace
+from dl2_rigs.online_drift import drift_trace, drifted_avg_jct_learning, model_states
 
 TEACHER = "srpt-elastic-min"  # the shipped model's teacher and the framework's default
 
 
 def _states(trace, slots: int, agents: int = 8):
     """Slot-start states of ``trace`` under the shipped model (its own states, as DAgger labels)."""
-    policy = DL2Policy()
-    sim = Simulator(SimConfig(num_agents=agents), trace)
-    out = []
-    while not sim.done and len(out) < slots:
-        state = sim.state()
-        if state.jobs:
-            out.append(state)
-        sim.step(policy.decide(state) if state.jobs else Allocation())
-    return out
+    return model_states(trace, slots, agents)
 
 
 def _drifted(jobs: int, seed: int):
@@ -123,15 +112,7 @@ def test_online_imitation_lowers_the_drifted_jobs_avg_jct_in_the_simulator():
         for teacher in (None, TEACHER):
             policy = DL2Policy(v7)
             model = DL2OnlineModel(policy, teacher=teacher) if teacher else None
-            sim = Simulator(SimConfig(num_agents=8), trace)
-            while not sim.done:
-                state = sim.state()
-                sim.step(policy.decide(state) if state.jobs else Allocation())
-                if model is not None and state.jobs:
-                    model.complete_slot(reward=0.0)
-                    model.update()
-            jcts = [r.jct for r in sim.metrics("dl2").jobs if r.job_id.startswith("late-")]
-            late[teacher] = float(np.mean(jcts))
+            late[teacher] = drifted_avg_jct_learning(policy, model, trace, agents=8)
         ratios.append(late[TEACHER] / late[None])
     assert float(np.mean(ratios)) < 0.96, ratios
 

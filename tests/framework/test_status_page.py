@@ -143,7 +143,10 @@ def test_page_shows_every_section_with_content():
     assert p.tags.count("svg") >= 6  # PS/workers, 3 utilisation charts, rewards, latency, phase bars
     assert "running" in text and "4.00 / 10" in text
     assert "model version" in text and "7" in text and "online learning on" in " ".join(text.split())
-    assert "imitating srpt-elastic-a1" in " ".join(text.split())
+    assert "imitating srpt-elastic-a1" in " ".join(text.split()) and "simulated futures" not in text
+    twin = {**_view(h)["policy"], "online_twin": True}
+    twin_text = " ".join(" ".join(_parse(render_status_page(_view(h, {"j1": _job("j1")}, twin), {"role": "leader"})).text).split())
+    assert "imitating srpt-elastic-a1 on simulated futures of the workload" in twin_text
     assert "j1 1 PS / 1 w → 1 PS / 2 w" in " ".join(text.split())  # the decision of slot 2
     assert "12.3" in text  # policy latency in ms
     assert "5 of 16 cpus" in text and "31% allocated" in text  # 1 PS + 2 workers at the last decision

@@ -83,3 +83,16 @@ def test_live_online_imitation_updates_the_model_on_the_cluster(tmp_path):
     assert run.learning["online_teacher"] == "srpt-elastic-a1" and run.learning["online_learning"], run.learning
     assert run.versions > window, run
     assert run.finished() == len(run.jobs) == 16, run.jobs
+
+
+def test_live_online_twin_updates_the_model_from_a_background_process(tmp_path):
+    """Online learning on simulated futures (``online_twin``) on the live cluster: rounds run in
+    a background process while the loop keeps scheduling, their weights become new model
+    versions (the policy API says so), and every job finishes. What it does to avg JCT is
+    measured in the simulator (tests/dl2/test_twin.py) and live by ``bench/online_drift.py``
+    (model card: on that rig it has not helped yet)."""
+    run = run_drift(drift_workload(16, 2.0, seed=101), online=True, agents=4, slot_seconds=2.0, window=4,
+                    timeout=240, workdir=str(tmp_path), online_teacher="srpt-elastic-min", online_twin=True)
+    assert run.learning["online_twin"] is True and run.learning["online_teacher"] == "srpt-elastic-min", run.learning
+    assert run.versions >= 2, run  # rounds every 5 decided slots, each loaded at the next update
+    assert run.finished() == len(run.jobs) == 16, run.jobs

@@ -89,6 +89,44 @@ def drift_trace(jobs: int, seed: int = 101, max_arrivals_per_slot: int = 3, max_
         for j in drifted])
 
 
+def model_states(trace: Any, slots: int, agents: int = 8) -> list[Any]:
+    """Slot-start states of ``trace`` in the simulator under the shipped model, the first
+    ``slots`` with jobs (the states the cluster shows a learner that runs beside it)."""
+    from dl2_mesos.allocation import Allocation
+    from dl2_mesos.policy.dl2.dl2_policy import DL2Policy
+    from dl2_mesos.policy.sim.settings import SimConfig
+    from dl2_mesos.policy.sim.simulator import Simulator
+
+    policy = DL2Policy()
+    sim = Simulator(SimConfig(num_agents=agents), trace)
+    out = []
+    while not sim.done and len(out) < slots:
+        state = sim.state()
+        if state.jobs:
+            out.append(state)
+        sim.step(policy.decide(state) if state.jobs else Allocation())
+    return out
+
+
+def drifted_avg_jct_learning(policy: Any, model: Any, trace: Any, agents: int) -> float:
+    """Avg JCT of the drifted jobs (``late-...``) of ``trace`` in the simulator on ``agents``
+    nodes under ``policy``, with ``model`` (its online model, or None: frozen) completing and
+    learning from every slot the policy decided, as the framework's loop does."""
+    from dl2_mesos.allocation import Allocation
+    from dl2_mesos.policy.sim.settings import SimConfig
+    from dl2_mesos.policy.sim.simulator import Simulator
+
+    sim = Simulator(SimConfig(num_agents=agents), trace)
+    while not sim.done:
+        state = sim.state()
+        sim.step(policy.decide(state) if state.jobs else Allocation())
+        if model is not None and state.jobs:
+            model.complete_slot(reward=0.0)
+            model.update()
+    jcts = [r.jct for r in sim.metrics("dl2").jobs if r.job_id.startswith("late-")]
+    return sum(jcts) / len(jcts)
+
+
 def drift_workload(jobs: int, slot_seconds: float, seed: int = 101, max_arrivals_per_slot: int = 3,
                    max_epochs: float = 3000.0) -> list[DriftJob]:
     """:func:`drift_trace` as live submissions: arrivals compressed to ``slot_seconds`` per
@@ -326,11 +364,12 @@ def injection_slot(window: int) -> int:
 def run_drift(workload: list[DriftJob], *, online: bool, agents: int = 13, slot_seconds: float = 2.0,
               window: int = 10, inject_after_slot: int | None = None, stop_after_rollback: bool = False,
               timeout: float = 600.0, workdir: str | None = None, echo: Any = None, policy: str = "dl2",
-              online_teacher: str | None = None) -> DriftRun:
+              online_teacher: str | None = None, online_twin: bool = False) -> DriftRun:
     """Run ``workload`` live under DL2 (online updates on or off) and measure it.
 
     ``online_teacher``: the framework's ``online_teacher`` setting (None: its default, online
-    imitation of ``srpt-elastic-min``; "none": reinforcement from the rewards).
+    imitation of ``srpt-elastic-min``; "none": reinforcement from the rewards); ``online_twin``:
+    that teacher's labels on simulated futures of the workload (the framework's setting).
 
     ``inject_after_slot``: at the first window boundary after that slot, the online update is
     replaced by :func:`corrupt` (a regression rollback must catch); ``stop_after_rollback``
@@ -365,6 +404,7 @@ def run_drift(workload: list[DriftJob], *, online: bool, agents: int = 13, slot_
                 "launch_timeout": "30s", "executor_command": executor_command(hub_port),
                 "checkpoint_root": f"file://{work}/ckpt", "online_learning": online, "online_window": window,
                 **({} if online_teacher is None else {"online_teacher": online_teacher}),
+                **({"online_twin": True} if online_twin else {}),
                 "progress_interval": min(0.25, slot_seconds / 8),
             })
             replica = Replica(cfg)
