@@ -24,8 +24,8 @@ class DL2OnlineModel:
     ``teacher`` (a teacher or policy name, e.g. ``srpt-elastic-a1``), an ``ImitationTrainer``
     (online DAgger: :mod:`~dl2_mesos.policy.dl2.online_imitation`); with ``twin`` as well, a
     ``TwinTrainer`` (DAgger on simulated futures of the live workload, labelled by that teacher:
-    :mod:`~dl2_mesos.policy.dl2.twin`; ``twin_config`` its settings, by default rounds on a
-    background thread).
+    :mod:`~dl2_mesos.policy.dl2.twin`; ``twin_config`` its settings, by default rounds in a
+    background process).
 
     Raises:
         UnknownPolicy: ``teacher`` names no teacher or policy.

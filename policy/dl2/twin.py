@@ -39,8 +39,8 @@ import math
 import multiprocessing as mp
 import uuid
 from collections import deque
-from concurrent.futures import Future, ProcessPoolExecutor
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -110,11 +110,13 @@ class ArrivalLog:
         self._arrivals: deque[tuple[float, JobSpec]] = deque(maxlen=keep)
 
     def observe(self, state: ClusterState) -> int:
-        """Record the jobs of ``state`` not seen before; returns how many were new."""
+        """Record the jobs of ``state`` not seen before; returns how many were new. A job stays
+        in the states from its arrival to its end, so only the ids of the jobs in ``state`` need
+        remembering (the memory stays bounded on a long-running cluster)."""
         new = sorted((j for j in state.jobs if j.job_id not in self._seen), key=lambda j: (j.arrival_time, j.job_id))
         for j in new:
-            self._seen.add(j.job_id)
             self._arrivals.append((float(j.arrival_time), j.spec))
+        self._seen = {j.job_id for j in state.jobs}
         return len(new)
 
     def __len__(self) -> int:
@@ -251,17 +253,11 @@ def run_round(net: ActorCritic, teacher: Policy, config: TwinConfig, key: str, s
     speeds = FittedSpeeds({t: f / pace for t, f in fitted.factors.items()}, 1.0)
     sim_cfg = twin_config(state, config.max_slots, pace)
     episodes: list[list[SlotData]] = []
-    quiet = logging.getLogger("dl2_mesos.policy.sim.simulator")
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)  # a future cut at max_slots is by design, not a warning
-    try:
-        for k in range(config.futures):
-            trace = future_trace(state, arrivals, rng, config.horizon_jobs, pace)
-            if trace:
-                sim = Simulator(sim_cfg, trace, speed_model=speeds, seed=k)
-                episodes.append(collect_teacher_episode(sim, net.cfg, teacher, within_slot=student))
-    finally:
-        quiet.setLevel(level)
+    for k in range(config.futures):
+        trace = future_trace(state, arrivals, rng, config.horizon_jobs, pace)
+        if trace:
+            sim = Simulator(sim_cfg, trace, speed_model=speeds, seed=k)
+            episodes.append(collect_teacher_episode(sim, net.cfg, teacher, within_slot=student))
     stats: dict[str, float] = {"futures": float(len(episodes))}
     samples = sum(len(s) for ep in episodes for s in ep)
     if not samples:
@@ -347,7 +343,6 @@ class TwinTrainer:
     def _apply(self, weights, stats: dict[str, float]) -> dict[str, float]:
         out = {"samples": 0.0, "version": float(self.version), **stats}
         if weights is None:
-            out["samples"] = 0.0
             return out
         self.net.actor.load_state_dict(weights)
         self.rounds_done += 1

@@ -354,22 +354,17 @@ class Simulator:
         elif self.slot >= self.config.max_slots:
             self.done = True
             self._truncated = True
-            if self._pending:  # jobs that never arrived: the trace outlasts the run, say so
-                logger.warning(
-                    "simulation stopped at max_slots=%d with %d jobs unfinished, %d of them not yet "
-                    "arrived (the trace's last arrival is at %.0f s, slot %d): raise max_slots to run them",
-                    self.config.max_slots,
-                    len(self._active) + len(self._pending),
-                    len(self._pending),
-                    self._pending[-1].arrival_time,
-                    math.ceil(self._pending[-1].arrival_time / slot_s),
-                )
-            else:
-                logger.warning(
-                    "simulation stopped at max_slots=%d with %d jobs unfinished",
-                    self.config.max_slots,
-                    len(self._active),
-                )
+            never = ""  # jobs that never arrived: the trace outlasts the run, say so
+            if self._pending:
+                last = self._pending[-1].arrival_time
+                never = (f", {len(self._pending)} of them not yet arrived (the trace's last arrival is at "
+                         f"{last:.0f} s, slot {math.ceil(last / slot_s)}): raise max_slots to run them")
+            logger.warning(
+                "simulation stopped at max_slots=%d with %d jobs unfinished%s",
+                self.config.max_slots,
+                len(self._active) + len(self._pending),
+                never,
+            )
         return SlotOutcome(reward, epochs, tuple(finished), tuple(rescaled), self.done, granted)
 
     def _unchanged(self, allocation: Allocation) -> bool:
