@@ -27,7 +27,12 @@ keeps that as a factor on the table. Each job's restart cost is the one the clus
 
 On the cluster a round runs in a background process (``TwinConfig.background``; at low CPU
 priority) on a copy of the model, and the next update after it finishes loads the new weights:
-the loop thread that owns the scheduler's state never waits for the simulation. In the simulator (``background`` off) a
+the loop thread that owns the scheduler's state never waits for the simulation. By then the
+cluster may be in states the round's futures did not cover (measured live: a round begun before
+a burst of arrivals, loaded during it, paused every running job slot after slot), so the weights
+are loaded only if, on the states the cluster showed since the round began, they agree with the
+teacher at least as well as the current ones (``TwinConfig.check_states``; a few milliseconds a
+state). In the simulator (``background`` off) a
 round runs inside the update, so runs are repeatable.
 """
 
@@ -49,6 +54,7 @@ import numpy as np
 
 from dl2_mesos.cluster import ClusterState
 from dl2_mesos.jobs import JobSpec
+from dl2_mesos.policy.dl2.dl2_policy import DL2Policy
 from dl2_mesos.policy.dl2.learner import SlotData
 from dl2_mesos.policy.dl2.network import ActorCritic, NumpyActor
 from dl2_mesos.policy.dl2.online_learner import save_online_model
@@ -80,6 +86,11 @@ class TwinConfig:
         every_slots: slots between rounds (the first round waits for ``min_arrivals``).
         min_arrivals: arrivals seen before the first round.
         background: run rounds in a background process (on the cluster); off: inside the update.
+        check_states: a round's weights are loaded only if, on the states the cluster showed
+            since the round began (the last this many of them), their decisions agree with the
+            teacher's on at least as many jobs as the current weights' do
+            (:func:`teacher_agreement`); 0: no check. A round inside the update (``background``
+            off) has no such states and is always loaded.
     """
 
     futures: int = 48
@@ -92,6 +103,7 @@ class TwinConfig:
     every_slots: int = 5
     min_arrivals: int = 4
     background: bool = True
+    check_states: int = 8
 
     def __post_init__(self) -> None:
         for name in ("futures", "recent", "horizon_jobs", "max_slots", "epochs", "keep_rounds", "every_slots",
@@ -100,6 +112,8 @@ class TwinConfig:
                 raise ValueError(f"twin learner: {name} must be >= 1, got {getattr(self, name)!r}")
         if not self.lr > 0:
             raise ValueError(f"twin learner: lr must be > 0, got {self.lr!r}")
+        if int(self.check_states) < 0:
+            raise ValueError(f"twin learner: check_states must be >= 0, got {self.check_states!r}")
 
 
 class ArrivalLog:
@@ -224,6 +238,19 @@ def twin_config(state: ClusterState, max_slots: int, time_scale: float = 1.0) ->
 _KEPT: dict[str, deque[list[list[SlotData]]]] = {}
 
 
+def teacher_agreement(policy: Policy, teacher: Policy, states: Sequence[ClusterState]) -> float:
+    """The fraction of the jobs of ``states`` (all of them together) that ``policy`` gives the
+    same PS and worker counts as ``teacher`` does (1.0 when there are none)."""
+    same = total = 0
+    for state in states:
+        mine, theirs = policy.decide(state), teacher.decide(state)
+        for j in state.jobs:
+            a, b = mine.get_counts(j.job_id), theirs.get_counts(j.job_id)
+            same += (a.num_ps, a.num_workers) == (b.num_ps, b.num_workers)
+            total += 1
+    return same / total if total else 1.0
+
+
 def _init_background_worker() -> None:
     """Initialiser of the background process: low CPU priority (the scheduler and the jobs come
     first) and one torch thread."""
@@ -297,7 +324,11 @@ class TwinTrainer:
         self._since_round = 0
         self._pool: ProcessPoolExecutor | None = None
         self._pending: Future | None = None
+        self._recent: deque[tuple[int, ClusterState]] = deque(maxlen=max(1, self.config.check_states))
+        self._observed = 0  # states observed so far (numbers the entries of _recent)
+        self._round_from = 0  # the number the first state observed after the pending round began gets
         self.rounds_done = 0
+        self.rounds_rejected = 0
 
     def update(self, states: Sequence[ClusterState]) -> dict[str, float]:
         """Observe ``states`` (slots DL2 decided in); every ``every_slots`` of them, once
@@ -310,13 +341,15 @@ class TwinTrainer:
             if s.jobs:
                 self.log.observe(s)
                 self._latest = s
+                self._recent.append((self._observed, s))
+                self._observed += 1
                 self._since_round += 1
         if self._pending is not None:
             if not self._pending.done():
                 return stats
             pending, self._pending = self._pending, None
             try:
-                return self._apply(*pending.result())
+                return self._apply(*pending.result(), since=self._round_from)
             except Exception:  # a failed round must not stop the scheduler: keep the weights
                 logger.exception("twin learner: a round failed; the model is unchanged")
                 return stats
@@ -327,7 +360,7 @@ class TwinTrainer:
         args = (copy.deepcopy(self.net), self.teacher, cfg, self._key, self._latest, self.log.arrivals,
                 int(self._rng.integers(2**31)), self._seed + self.rounds_done + 1)
         if not cfg.background:
-            return self._apply(*run_round(*args))
+            return self._apply(*run_round(*args), since=self._observed)
         if self._pool is None:
             # a process, not a thread: the simulation is Python and would hold the GIL against
             # the loop thread (and every socket it serves) for seconds at a time
@@ -335,20 +368,46 @@ class TwinTrainer:
                                              initializer=_init_background_worker)
         try:
             self._pending = self._pool.submit(run_round, *args)
+            self._round_from = self._observed
         except Exception:  # a broken pool (its process died): start a new one next round
             logger.exception("twin learner: could not start a round")
             self._pool = None
         return stats
 
-    def _apply(self, weights, stats: dict[str, float]) -> dict[str, float]:
+    def _apply(self, weights, stats: dict[str, float], since: int) -> dict[str, float]:
+        """Load a round's ``weights`` unless they do worse than the current ones on the states
+        observed since the round began (numbered ``since`` on)."""
         out = {"samples": 0.0, "version": float(self.version), **stats}
         if weights is None:
+            return out
+        if self.config.check_states and not self._accepts(weights, out, since):
+            out["samples"] = 0.0
             return out
         self.net.actor.load_state_dict(weights)
         self.rounds_done += 1
         self.version += 1
         out["version"] = float(self.version)
         return out
+
+    def _accepts(self, weights, out: dict[str, float], since: int) -> bool:
+        """Whether ``weights`` agree with the teacher on the recent states numbered ``since`` on
+        at least as well as the current weights (a round's futures start from the state it began
+        in; by the time it is done the cluster may show states they did not cover, e.g. a burst
+        of arrivals). True when there are none. Adds both agreements to ``out``."""
+        states = [s for k, s in self._recent if k >= since]
+        if not states:
+            return True
+        candidate = copy.deepcopy(self.net)
+        candidate.actor.load_state_dict(weights)
+        now = teacher_agreement(DL2Policy(net=self.net), self.teacher, states)
+        new = teacher_agreement(DL2Policy(net=candidate), self.teacher, states)
+        out.update(agreement_current=now, agreement_new=new)
+        if new >= now:
+            return True
+        self.rounds_rejected += 1
+        logger.info("twin learner: a round's weights agree with the teacher on %.0f%% of the jobs of the %d "
+                    "states since it began, the current ones on %.0f%%: kept the current weights", 100 * new, len(states), 100 * now)
+        return False
 
     def close(self) -> None:
         """Stop the background process (a round in progress is finished and dropped)."""

@@ -4,6 +4,7 @@ that it lowers the drifted jobs' avg JCT of the shipped model against the frozen
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import numpy as np
@@ -16,7 +17,7 @@ from dl2_mesos.policy.dl2.dl2_policy import DL2Policy
 from dl2_mesos.policy.dl2.online_imitation import ImitationTrainer
 from dl2_mesos.policy.dl2.online_model import DL2OnlineModel
 from dl2_mesos.policy.dl2.twin import (ArrivalLog, TwinConfig, TwinTrainer, fitted_speeds, future_trace,
-                                       twin_config)
+                                       teacher_agreement, twin_config)
 from dl2_mesos.policy.registry import make_online_model, make_teacher
 from dl2_mesos.resources import Resources
 from dl2_mesos.speed_model import default_speed_model
@@ -75,7 +76,7 @@ def test_the_trainer_waits_for_arrivals_then_trains_every_few_slots():
     states = _states(drift_trace(30, 103), slots=9)
     policy = DL2Policy()
     cfg = TwinConfig(futures=3, horizon_jobs=6, max_slots=30, epochs=1, every_slots=4, min_arrivals=3,
-                     background=False)
+                     background=False, check_states=0)  # the check on recent states: its own test
     trainer = TwinTrainer(policy.net, make_teacher(TEACHER), cfg, version=7)
     before = {k: v.clone() for k, v in policy.net.actor.state_dict().items()}
     calls = [trainer.update([s]) for s in states]
@@ -91,12 +92,13 @@ def test_the_trainer_waits_for_arrivals_then_trains_every_few_slots():
 def test_in_the_background_the_next_update_after_a_round_loads_its_weights():
     states = _states(drift_trace(30, 103), slots=9)
     policy = DL2Policy()
-    cfg = TwinConfig(futures=2, horizon_jobs=5, max_slots=20, epochs=1, every_slots=4, min_arrivals=3)
+    cfg = TwinConfig(futures=2, horizon_jobs=5, max_slots=20, epochs=1, every_slots=4, min_arrivals=3, check_states=0)
     trainer = TwinTrainer(policy.net, make_teacher(TEACHER), cfg)
     before = {k: v.clone() for k, v in policy.net.actor.state_dict().items()}
     for s in states[:4]:
         assert trainer.update([s])["samples"] == 0  # the 4th starts a round and returns at once
     assert trainer._pending is not None
+    assert trainer._round_from == 4  # states observed from now on are the ones its futures did not start from
     trainer._pending.result(timeout=120)  # let it finish
     unchanged = policy.net.actor.state_dict()
     assert all(np.array_equal(before[k].numpy(), unchanged[k].numpy()) for k in before)  # it trained a copy
@@ -119,6 +121,67 @@ def test_a_failed_background_round_leaves_the_model_as_it_was(caplog):
         assert trainer.update([states[4]]) == {"samples": 0.0, "version": 0.0}
     assert "a round failed" in caplog.text and trainer.version == 0
     trainer.close()
+
+
+def test_agreement_with_the_teacher_counts_the_jobs_given_the_teachers_counts():
+    states = _states(drift_trace(30, 101), slots=12)
+    teacher = make_teacher(TEACHER)
+    assert teacher_agreement(teacher, teacher, states) == 1.0
+    assert teacher_agreement(teacher, teacher, []) == 1.0
+
+    class NothingRuns:
+        def decide(self, state):
+            from dl2_mesos.allocation import Allocation
+            return Allocation()
+
+    # a policy that runs nothing agrees on the jobs the teacher leaves without tasks only
+    idle = total = 0
+    for s in states:
+        a = teacher.decide(s)
+        idle += sum(1 for j in s.jobs if a.get_counts(j.job_id).is_zero)
+        total += len(s.jobs)
+    assert 0 < idle < total
+    assert teacher_agreement(NothingRuns(), teacher, states) == pytest.approx(idle / total)
+    assert 0.0 < teacher_agreement(DL2Policy(), teacher, states) <= 1.0
+
+
+def _void_weights(net):
+    """Actor weights whose every decision is the void action (nothing started or grown)."""
+    bad = copy.deepcopy(net)
+    with torch.no_grad():
+        for name, p in bad.actor.named_parameters():
+            if "void" in name and name.endswith("bias"):
+                p.fill_(1e6)
+    return {k: v.detach().clone() for k, v in bad.actor.state_dict().items()}
+
+
+def test_a_round_whose_weights_disagree_more_with_the_teacher_on_the_recent_states_is_not_loaded(caplog):
+    """The futures start from the state a round began in; the cluster may show states by the
+    time it is done that they did not cover (a burst of arrivals). Weights that agree with the
+    teacher on fewer jobs of the states since the round began than the current ones are not
+    loaded."""
+    states = _states(drift_trace(30, 101), slots=12)
+    policy = DL2Policy()
+    trainer = TwinTrainer(policy.net, make_teacher(TEACHER), TwinConfig(background=False, check_states=8,
+                                                                            every_slots=1000))
+    trainer.update(states[:8])  # observed only: no round starts
+    before = {k: v.clone() for k, v in policy.net.actor.state_dict().items()}
+    with caplog.at_level("INFO", logger="dl2_mesos.policy.dl2.twin"):
+        stats = trainer._apply(_void_weights(policy.net), {"samples": 100.0}, since=0)
+    assert stats["samples"] == 0.0 and stats["agreement_new"] < stats["agreement_current"]
+    assert trainer.version == 0 and trainer.rounds_rejected == 1 and "kept the current weights" in caplog.text
+    assert all(torch.equal(before[k], v) for k, v in policy.net.actor.state_dict().items())
+    # weights that agree as well (here: the same) are loaded as a new version
+    stats = trainer._apply(before, {"samples": 100.0}, since=0)
+    assert stats["samples"] == 100.0 and trainer.version == 1
+    # only the states since the round began count: none (a round inside the update), no check
+    assert trainer._apply(_void_weights(policy.net), {"samples": 100.0}, since=8)["samples"] == 100.0
+    assert trainer.version == 2 and trainer.rounds_rejected == 1
+    # without the check, any round's weights are loaded
+    unchecked = TwinTrainer(policy.net, make_teacher(TEACHER), TwinConfig(background=False, check_states=0,
+                                                                              every_slots=1000))
+    unchecked.update(states[:8])
+    assert unchecked._apply(_void_weights(policy.net), {"samples": 100.0}, since=0)["samples"] == 100.0
 
 
 def test_futures_run_at_the_pace_the_cluster_shows():
@@ -156,7 +219,8 @@ def test_futures_run_at_the_pace_the_cluster_shows():
     assert twin_config(state, 10, time_scale=600).slot_seconds == pytest.approx(600 * state.slot_seconds)
 
 
-@pytest.mark.parametrize("bad", [{"futures": 0}, {"every_slots": 0}, {"lr": 0.0}, {"keep_rounds": -1}])
+@pytest.mark.parametrize("bad", [{"futures": 0}, {"every_slots": 0}, {"lr": 0.0}, {"keep_rounds": -1},
+                                 {"check_states": -1}])
 def test_bad_twin_settings_are_refused(bad):
     with pytest.raises(ValueError, match="twin learner: " + next(iter(bad))):
         TwinConfig(**bad)
