@@ -324,9 +324,8 @@ class TwinTrainer:
         self._since_round = 0
         self._pool: ProcessPoolExecutor | None = None
         self._pending: Future | None = None
-        self._recent: deque[tuple[int, ClusterState]] = deque(maxlen=max(1, self.config.check_states))
-        self._observed = 0  # states observed so far (numbers the entries of _recent)
-        self._round_from = 0  # the number the first state observed after the pending round began gets
+        # the states observed since the pending round began (the last check_states of them)
+        self._since_start: deque[ClusterState] = deque(maxlen=max(1, self.config.check_states))
         self.rounds_done = 0
         self.rounds_rejected = 0
 
@@ -341,15 +340,14 @@ class TwinTrainer:
             if s.jobs:
                 self.log.observe(s)
                 self._latest = s
-                self._recent.append((self._observed, s))
-                self._observed += 1
+                self._since_start.append(s)
                 self._since_round += 1
         if self._pending is not None:
             if not self._pending.done():
                 return stats
             pending, self._pending = self._pending, None
             try:
-                return self._apply(*pending.result(), since=self._round_from)
+                return self._apply(*pending.result(), checked_on=tuple(self._since_start))
             except Exception:  # a failed round must not stop the scheduler: keep the weights
                 logger.exception("twin learner: a round failed; the model is unchanged")
                 return stats
@@ -360,7 +358,7 @@ class TwinTrainer:
         args = (copy.deepcopy(self.net), self.teacher, cfg, self._key, self._latest, self.log.arrivals,
                 int(self._rng.integers(2**31)), self._seed + self.rounds_done + 1)
         if not cfg.background:
-            return self._apply(*run_round(*args), since=self._observed)
+            return self._apply(*run_round(*args), checked_on=())
         if self._pool is None:
             # a process, not a thread: the simulation is Python and would hold the GIL against
             # the loop thread (and every socket it serves) for seconds at a time
@@ -368,19 +366,20 @@ class TwinTrainer:
                                              initializer=_init_background_worker)
         try:
             self._pending = self._pool.submit(run_round, *args)
-            self._round_from = self._observed
+            self._since_start.clear()
         except Exception:  # a broken pool (its process died): start a new one next round
             logger.exception("twin learner: could not start a round")
             self._pool = None
         return stats
 
-    def _apply(self, weights, stats: dict[str, float], since: int) -> dict[str, float]:
-        """Load a round's ``weights`` unless they do worse than the current ones on the states
-        observed since the round began (numbered ``since`` on)."""
+    def _apply(self, weights, stats: dict[str, float], checked_on: Sequence[ClusterState]) -> dict[str, float]:
+        """Load a round's ``weights`` unless they do worse than the current ones on
+        ``checked_on`` (the states observed since the round began; none for a round run inside
+        the update)."""
         out = {"samples": 0.0, "version": float(self.version), **stats}
         if weights is None:
             return out
-        if self.config.check_states and not self._accepts(weights, out, since):
+        if self.config.check_states and not self._accepts(weights, out, checked_on):
             out["samples"] = 0.0
             return out
         self.net.actor.load_state_dict(weights)
@@ -389,12 +388,11 @@ class TwinTrainer:
         out["version"] = float(self.version)
         return out
 
-    def _accepts(self, weights, out: dict[str, float], since: int) -> bool:
-        """Whether ``weights`` agree with the teacher on the recent states numbered ``since`` on
-        at least as well as the current weights (a round's futures start from the state it began
-        in; by the time it is done the cluster may show states they did not cover, e.g. a burst
-        of arrivals). True when there are none. Adds both agreements to ``out``."""
-        states = [s for k, s in self._recent if k >= since]
+    def _accepts(self, weights, out: dict[str, float], states: Sequence[ClusterState]) -> bool:
+        """Whether ``weights`` agree with the teacher on ``states`` at least as well as the
+        current weights (a round's futures start from the state it began in; by the time it is
+        done the cluster may show states they did not cover, e.g. a burst of arrivals). True when
+        there are none. Adds both agreements to ``out``."""
         if not states:
             return True
         candidate = copy.deepcopy(self.net)

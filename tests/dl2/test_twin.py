@@ -98,7 +98,7 @@ def test_in_the_background_the_next_update_after_a_round_loads_its_weights():
     for s in states[:4]:
         assert trainer.update([s])["samples"] == 0  # the 4th starts a round and returns at once
     assert trainer._pending is not None
-    assert trainer._round_from == 4  # states observed from now on are the ones its futures did not start from
+    assert not trainer._since_start  # states observed from now on are the ones its futures did not start from
     trainer._pending.result(timeout=120)  # let it finish
     unchanged = policy.net.actor.state_dict()
     assert all(np.array_equal(before[k].numpy(), unchanged[k].numpy()) for k in before)  # it trained a copy
@@ -164,24 +164,22 @@ def test_a_round_whose_weights_disagree_more_with_the_teacher_on_the_recent_stat
     policy = DL2Policy()
     trainer = TwinTrainer(policy.net, make_teacher(TEACHER), TwinConfig(background=False, check_states=8,
                                                                             every_slots=1000))
-    trainer.update(states[:8])  # observed only: no round starts
     before = {k: v.clone() for k, v in policy.net.actor.state_dict().items()}
     with caplog.at_level("INFO", logger="dl2_mesos.policy.dl2.twin"):
-        stats = trainer._apply(_void_weights(policy.net), {"samples": 100.0}, since=0)
+        stats = trainer._apply(_void_weights(policy.net), {"samples": 100.0}, checked_on=states[:8])
     assert stats["samples"] == 0.0 and stats["agreement_new"] < stats["agreement_current"]
     assert trainer.version == 0 and trainer.rounds_rejected == 1 and "kept the current weights" in caplog.text
     assert all(torch.equal(before[k], v) for k, v in policy.net.actor.state_dict().items())
     # weights that agree as well (here: the same) are loaded as a new version
-    stats = trainer._apply(before, {"samples": 100.0}, since=0)
+    stats = trainer._apply(before, {"samples": 100.0}, checked_on=states[:8])
     assert stats["samples"] == 100.0 and trainer.version == 1
     # only the states since the round began count: none (a round inside the update), no check
-    assert trainer._apply(_void_weights(policy.net), {"samples": 100.0}, since=8)["samples"] == 100.0
+    assert trainer._apply(_void_weights(policy.net), {"samples": 100.0}, checked_on=())["samples"] == 100.0
     assert trainer.version == 2 and trainer.rounds_rejected == 1
     # without the check, any round's weights are loaded
     unchecked = TwinTrainer(policy.net, make_teacher(TEACHER), TwinConfig(background=False, check_states=0,
                                                                               every_slots=1000))
-    unchecked.update(states[:8])
-    assert unchecked._apply(_void_weights(policy.net), {"samples": 100.0}, since=0)["samples"] == 100.0
+    assert unchecked._apply(_void_weights(policy.net), {"samples": 100.0}, checked_on=states[:8])["samples"] == 100.0
 
 
 def test_futures_run_at_the_pace_the_cluster_shows():
