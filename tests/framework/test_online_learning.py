@@ -345,3 +345,39 @@ def test_a_bad_update_whose_first_window_still_looks_fine_is_rolled_back_to_a_mo
     rb = ol.info["rollbacks"][-1]
     assert rb["from"] >= bad and rb["to"] < bad
     assert store.get_model(rb["to"]) is not None and ol.version == rb["to"]
+
+
+def _yardstick_state(n_jobs: int, nodes: int):
+    from dl2_mesos.cluster import AgentView, ClusterState, JobView
+    from dl2_mesos.jobs import JobSpec
+    from dl2_mesos.resources import Resources
+
+    node = Resources(cpus=8.0, gpus=2.0, mem=48 * 1024.0)
+    agents = tuple(AgentView(f"a{i}", f"h{i}", node, node) for i in range(nodes))
+    # resnet-50 at its minimum (1 PS + 1 worker): 4 CPUs and 1 GPU, so a node holds two
+    jobs = tuple(JobView(f"j{i}", JobSpec(job_type="resnet-50", epochs=100.0 * (i + 1)), arrival_slot=0,
+                         arrival_time=0.0, epochs_done=0.0) for i in range(n_jobs))
+    return ClusterState(slot=0, slot_seconds=60.0, now=0.0, jobs=jobs, agents=agents, tasks=())
+
+
+def test_the_yardstick_counts_only_the_jobs_the_cluster_holds_at_their_minimum():
+    """On a contended cluster the jobs at their minimal sizes do not all fit: the yardstick is
+    what the ones that fit would earn (the most valuable first), so a burst of arrivals does not
+    raise it beyond what any allocation could earn (the reward's ratio to it would fall under
+    every model, and a bad update after the burst would be judged against the burst's windows)."""
+    from dl2_mesos.framework.online_learning import slot_yardstick
+    from dl2_mesos.speed_model import default_speed_model
+
+    per_epoch = default_speed_model().epochs_per_second("resnet-50", 1, 1, True) * 60.0
+    value = [per_epoch / (100.0 * (i + 1)) for i in range(10)]  # job i has 100 (i + 1) epochs
+    # four jobs on two nodes fit: every job counts, as without the cap
+    assert abs(slot_yardstick(_yardstick_state(4, 2)) - sum(value[:4])) < 1e-12
+    # ten jobs on two nodes: four fit, the four most valuable (the shortest) count
+    assert abs(slot_yardstick(_yardstick_state(10, 2)) - sum(value[:4])) < 1e-12
+    # a burst does not move it while the cluster stays full
+    assert slot_yardstick(_yardstick_state(10, 2)) == slot_yardstick(_yardstick_state(6, 2))
+    # a state that names no agents: every job counts
+    from types import SimpleNamespace
+
+    bare = _yardstick_state(10, 2)
+    assert abs(slot_yardstick(SimpleNamespace(jobs=bare.jobs, slot_seconds=60.0)) - sum(value)) < 1e-12
