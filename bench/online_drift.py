@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/online_drift.py                   # 40 jobs, 8 agents, 2 s slots (about 7 min)
     .venv/bin/python bench/online_drift.py --jobs 20 --agents 6
+    .venv/bin/python bench/online_drift.py --agents 4 --only frozen,imitate --model runs/pre-drift/model.pt
 
 Four live runs of the same workload (:mod:`dl2_rigs.online_drift`: light executors whose jobs
 train at the speed table's pace, one 2 s live slot = one 1200 s simulated slot; the first half
@@ -11,7 +12,9 @@ DL2 with online updates imitating a teacher on the live states (``--teacher``, o
 DL2 imitating that teacher on simulated futures of the live workload (``online_twin``), and DL2 with online updates by reinforcement where one update is replaced by a corrupted one
 (every job grown or paused every slot) that the rollback must catch.
 Prints the average JCT of the drifted half (and of all jobs) for frozen vs each online mode, the
-model versions created, and the rollbacks with their reasons.
+model versions created, and the rollbacks with their reasons. ``--model`` starts every arm from
+another model than the shipped one, e.g. one trained only on the workload before the drift (the
+README's recipe): the shipped model was trained on many workloads, this drift among them.
 """
 
 from __future__ import annotations
@@ -51,9 +54,12 @@ def _fmt(v: float | None, unit: str = "s") -> str:
               help="A third run whose online updates imitate this teacher on the live states (online DAgger); "
                    "'' skips it.")
 @click.option("--only", default="", help="Comma-separated arms to run (frozen, online, imitate, twin; default all).")
+@click.option("--model", "model_path", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="The DL2 model every arm starts from (default: the shipped one), e.g. one trained on the "
+                   "workload before the drift (dl2 train sl --trace ...).")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False))
 def main(jobs: int, agents: int, slot_seconds: float, window: int, inject_window: int, seed: int, timeout: float,
-         skip_rollback: bool, teacher: str, only: str, json_path: str | None) -> None:
+         skip_rollback: bool, teacher: str, only: str, model_path: str | None, json_path: str | None) -> None:
     logging.basicConfig(level=logging.WARNING)
     only = {a.strip() for a in only.split(",") if a.strip()}
     workload = drift_workload(jobs, slot_seconds, seed=seed)
@@ -67,7 +73,8 @@ def main(jobs: int, agents: int, slot_seconds: float, window: int, inject_window
     arms = [a for a in arms if not only or a[0] in only]
     for name, online, arm_teacher, twin in arms:
         r = run_drift(workload, online=online, agents=agents, slot_seconds=slot_seconds, window=window,
-                      timeout=timeout, echo=click.echo, online_teacher=arm_teacher, online_twin=twin)
+                      timeout=timeout, echo=click.echo, online_teacher=arm_teacher, online_twin=twin,
+                      model=model_path)
         runs[name] = r
         click.echo(f"{name:>7}: avg JCT drifted half {_fmt(r.avg_jct(late=True))} ({r.finished(True)}/{late} finished),"
                    f" first half {_fmt(r.avg_jct(late=False))}, all {_fmt(r.avg_jct())}; {r.slots} slots,"
@@ -85,7 +92,7 @@ def main(jobs: int, agents: int, slot_seconds: float, window: int, inject_window
         at = injection_slot(inject_window)
         r = run_drift(workload, online=True, agents=agents, slot_seconds=slot_seconds, window=inject_window,
                       inject_after_slot=at, stop_after_rollback=True, timeout=timeout, echo=click.echo,
-                      online_teacher="none")  # imitation repairs a corrupted model by itself (README)
+                      online_teacher="none", model=model_path)  # imitation repairs a corrupted model by itself (README)
         runs["injected"] = r
         if r.injected_version is None:
             # a window so long that the workload ends first tests nothing: say so, never "not caught"

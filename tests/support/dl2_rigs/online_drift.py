@@ -364,12 +364,13 @@ def injection_slot(window: int) -> int:
 def run_drift(workload: list[DriftJob], *, online: bool, agents: int = 13, slot_seconds: float = 2.0,
               window: int = 10, inject_after_slot: int | None = None, stop_after_rollback: bool = False,
               timeout: float = 600.0, workdir: str | None = None, echo: Any = None, policy: str = "dl2",
-              online_teacher: str | None = None, online_twin: bool = False) -> DriftRun:
+              online_teacher: str | None = None, online_twin: bool = False, model: str | None = None) -> DriftRun:
     """Run ``workload`` live under DL2 (online updates on or off) and measure it.
 
     ``online_teacher``: the framework's ``online_teacher`` setting (None: its default, online
     imitation of ``srpt-elastic-min``; "none": reinforcement from the rewards); ``online_twin``:
     that teacher's labels on simulated futures of the workload (the framework's setting).
+    ``model``: the DL2 model file to start from (None: the shipped one).
 
     ``inject_after_slot``: at the first window boundary after that slot, the online update is
     replaced by :func:`corrupt` (a regression rollback must catch); ``stop_after_rollback``
@@ -405,6 +406,7 @@ def run_drift(workload: list[DriftJob], *, online: bool, agents: int = 13, slot_
                 "checkpoint_root": f"file://{work}/ckpt", "online_learning": online, "online_window": window,
                 **({} if online_teacher is None else {"online_teacher": online_teacher}),
                 **({"online_twin": True} if online_twin else {}),
+                **({"policy_args": {"model_path": str(model)}} if model else {}),
                 "progress_interval": min(0.25, slot_seconds / 8),
             })
             replica = Replica(cfg)
