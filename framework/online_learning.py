@@ -88,7 +88,7 @@ def slot_yardstick(state: Any) -> float | None:
     if not jobs:
         return None
     speed = default_speed_model()
-    earn: list[tuple[float, Any]] = []
+    earn: list[tuple[float, Resources | None]] = []
     for job in jobs:
         spec = job.spec
         try:
@@ -98,7 +98,9 @@ def slot_yardstick(state: Any) -> float | None:
             eps = 0.0
         value = eps * state.slot_seconds / spec.epochs if eps > 0 and spec.epochs > 0 else 1.0 / len(jobs)
         earn.append((value, _minimal_demand(job)))
-    return _what_fits(earn, _capacity(state)) or None
+    # what dl2 may use: the agents' resources less what runs there outside it (ClusterState.capacity)
+    capacity = getattr(state, "capacity", None)
+    return _what_fits(earn, None if capacity is None or capacity.is_zero() else capacity) or None
 
 
 def _minimal_demand(job: Any) -> Resources | None:
@@ -108,15 +110,6 @@ def _minimal_demand(job: Any) -> Resources | None:
         return job.demand(max(1, spec.min_ps) if spec.uses_ps else 0, max(1, spec.min_workers))
     except (AttributeError, AssertionError, TypeError):
         return None
-
-
-def _capacity(state: Any) -> Resources | None:
-    """The cluster's total resources (None: the state names no agents)."""
-    agents = getattr(state, "agents", None) or ()
-    total = Resources()
-    for agent in agents:
-        total = total + agent.total
-    return None if total.is_zero() else total
 
 
 def _what_fits(earn: list[tuple[float, Resources | None]], capacity: Resources | None) -> float:
