@@ -91,25 +91,20 @@ def slot_yardstick(state: Any) -> float | None:
     earn: list[tuple[float, Resources | None]] = []
     for job in jobs:
         spec = job.spec
+        ps, workers = (max(1, spec.min_ps) if spec.uses_ps else 0), max(1, spec.min_workers)
         try:
-            eps = speed.epochs_per_second(spec.job_type, max(1, spec.min_ps) if spec.uses_ps else 0,
-                                          max(1, spec.min_workers), spec.uses_ps)
+            eps = speed.epochs_per_second(spec.job_type, ps, workers, spec.uses_ps)
         except (KeyError, ValueError):
             eps = 0.0
         value = eps * state.slot_seconds / spec.epochs if eps > 0 and spec.epochs > 0 else 1.0 / len(jobs)
-        earn.append((value, _minimal_demand(job)))
+        try:
+            demand = job.demand(ps, workers)
+        except (AttributeError, AssertionError, TypeError):  # a job whose demands are not known
+            demand = None
+        earn.append((value, demand))
     # what dl2 may use: the agents' resources less what runs there outside it (ClusterState.capacity)
     capacity = getattr(state, "capacity", None)
     return _what_fits(earn, None if capacity is None or capacity.is_zero() else capacity) or None
-
-
-def _minimal_demand(job: Any) -> Resources | None:
-    """The resources of ``job`` at its minimal size (None: its demands are not known)."""
-    spec = job.spec
-    try:
-        return job.demand(max(1, spec.min_ps) if spec.uses_ps else 0, max(1, spec.min_workers))
-    except (AttributeError, AssertionError, TypeError):
-        return None
 
 
 def _what_fits(earn: list[tuple[float, Resources | None]], capacity: Resources | None) -> float:
@@ -118,15 +113,9 @@ def _what_fits(earn: list[tuple[float, Resources | None]], capacity: Resources |
     valuable per dominant share first, skipping a job that no longer fits (the most the jobs
     could earn at their minimal sizes on this cluster, the nodes' boundaries aside). A job of
     unknown demand always counts."""
-    total = sum(v for v, _ in earn)
+    if capacity is None:
+        return sum(v for v, _ in earn)
     known = [(v, d) for v, d in earn if d is not None]
-    if capacity is None or not known:
-        return total
-    need = Resources()
-    for _, d in known:
-        need = need + d
-    if need.fits_in(capacity):
-        return total
     out = sum(v for v, d in earn if d is None)
     used = Resources()
     for v, d in sorted(known, key=lambda vd: -vd[0] / max(vd[1].share_of(capacity), 1e-9)):
