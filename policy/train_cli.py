@@ -35,6 +35,9 @@ def _model_options(f):
                      help="Slot starts from the running counts (current) or from nothing (zero, the reference).")(f)
     f = click.option("--actions", type=click.Choice(["grow", "elastic"]), default="elastic", show_default=True,
                      help="grow: +worker/+PS/+bundle per job (3J+1); elastic: also -worker/-PS/pause (6J+1).")(f)
+    f = click.option("--features", type=click.Choice(["base", "gains"]), default="base", show_default=True,
+                     help="Per-job inputs: base (23 columns), or gains: also the speed-ups growing the job "
+                          "would give it by the speed table (27).")(f)
     return f
 
 
@@ -90,8 +93,8 @@ def train() -> None:
 @_prune_option
 @trace_source_options
 def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also, dagger, dagger_epochs, shrink_weight,
-             dagger_within, seed, workers, out, init, window, hidden, layers, arch, start, actions, order, prune_growth,
-             **trace_opts):
+             dagger_within, seed, workers, out, init, window, hidden, layers, arch, start, actions, features, order,
+             prune_growth, **trace_opts):
     """Supervised warm-up: imitate TEACHER's decisions (cross entropy, void labelled)."""
     preset = trace_source_preset(preset, trace_opts)
     from tqdm import tqdm
@@ -108,7 +111,7 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
         raise click.BadParameter(f"unknown teacher {teacher!r}; known: {', '.join(known)}", param_hint="--teacher")
     try:
         mcfg = DL2Config(window=window, hidden=hidden, layers=layers, arch=arch, start=start, actions=actions,
-                         order=order or "priority", prune_growth=bool(prune_growth))
+                         order=order or "priority", prune_growth=bool(prune_growth), features=features)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     seed_list = _seeds(seeds, "--seeds")
@@ -231,7 +234,7 @@ def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iterat
              no_exploration, no_replay, no_critic, per_job_reward, lr_actor, lr_critic, gamma, lam, batch_size,
              replay_size, entropy_start, entropy_end, entropy_half_life, train_seeds, val_seeds, eval_every,
              max_slots, seed, tensorboard, reward, reward_scale, baseline, same_trace, clip, rollback, restart_scale, references,
-             window, hidden, layers, arch, start, actions, **trace_opts):
+             window, hidden, layers, arch, start, actions, features, **trace_opts):
     """Actor-critic RL in the simulator (parallel workers, replay, job-aware exploration)."""
     preset = trace_source_preset(preset, trace_opts)
     from tqdm import tqdm
@@ -262,7 +265,8 @@ def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iterat
                        reward=reward, same_trace=same_trace or baseline == "input",
                        references=tuple(n.strip() for n in references.split(",") if n.strip()), rollback=rollback,
                        restart_scale=restart_scale)
-        mcfg = DL2Config(window=window, hidden=hidden, layers=layers, arch=arch, start=start, actions=actions)
+        mcfg = DL2Config(window=window, hidden=hidden, layers=layers, arch=arch, start=start, actions=actions,
+                         features=features)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     bar = tqdm(total=iterations, desc="RL", unit="it")

@@ -23,6 +23,20 @@ columns all zero):
 22    1 when a measured speed is known
 ====  =====================================================================================
 
+With the ``gains`` feature set (``DL2Config.features``) four more columns say what growing the
+job would give it by the speed table, at its in-slot counts (its start size while it runs
+nothing; see :func:`~dl2_mesos.policy.dl2.growth.growth_gains`):
+
+====  =====================================================================================
+23    log2 speed-up of +1 worker, clipped to [-1, 1]
+24    log2 speed-up of +1 PS
+25    log2 speed-up of +1 PS and +1 worker
+26    log2 speed-up of the fastest size at or beyond the job's size, clipped to [0, 3], / 3
+====  =====================================================================================
+
+A network sees the type and counts of every job, so it could learn these from the reward alone;
+given them, the value of growing one job rather than another is one linear read-out away.
+
 Global (appended once): free CPU and GPU fraction on the board now, active jobs / 100, jobs
 waiting with nothing / active jobs, window index / number of windows.
 
@@ -49,7 +63,9 @@ import numpy as np
 from dl2_mesos.cluster import ClusterState
 from dl2_mesos.job_types import NUM_JOB_TYPES
 
-NUM_JOB_FEATURES = 23
+NUM_JOB_FEATURES = 23  # the "base" set
+#: per-job columns of each feature set (``DL2Config.features``)
+FEATURE_SETS = {"base": NUM_JOB_FEATURES, "gains": NUM_JOB_FEATURES + 4}
 NUM_GLOBAL_FEATURES = 5
 COUNT_SCALE = 16.0
 
@@ -69,11 +85,15 @@ F_CHANGED = 19
 F_WAITING = 20
 F_EST_SLOTS = 21
 F_EST_KNOWN = 22
+F_GAIN_W = 23
+F_GAIN_PS = 24
+F_GAIN_B = 25
+F_HEADROOM = 26
 
 
-def input_size(window: int, arch: str) -> int:
+def input_size(window: int, arch: str, features: str = "base") -> int:
     """Length of the flattened network input for a window of ``window`` jobs."""
-    return window * NUM_JOB_FEATURES + NUM_GLOBAL_FEATURES
+    return window * FEATURE_SETS[features] + NUM_GLOBAL_FEATURES
 
 
 #: restart cost / slot length in the worlds the models were trained in (360 s in 1200 s slots)
@@ -90,14 +110,14 @@ def time_unit_seconds(state: ClusterState) -> float:
     return max(slot, median / TRAINED_RESTART_FRACTION)
 
 
-def static_job_features(state: ClusterState) -> np.ndarray:
-    """The features of every job in ``state`` that do not change within the slot (n x F).
+def static_job_features(state: ClusterState, width: int = NUM_JOB_FEATURES) -> np.ndarray:
+    """The features of every job in ``state`` that do not change within the slot (n x width).
 
-    Dynamic columns (share, counts, changed flag) are left at zero and filled in by the slot
-    context as the decision proceeds.
+    Dynamic columns (share, counts, changed flag, growth gains) are left at zero and filled in
+    by the slot context as the decision proceeds.
     """
     n = len(state.jobs)
-    out = np.zeros((n, NUM_JOB_FEATURES), dtype=np.float32)
+    out = np.zeros((n, width), dtype=np.float32)
     unit = time_unit_seconds(state)
     per_slot = max(float(state.slot_seconds), 1.0) / unit  # time units per slot (<= 1)
     for i, job in enumerate(state.jobs):

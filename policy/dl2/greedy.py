@@ -47,6 +47,8 @@ from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.features import (
     COUNT_SCALE,
     F_CHANGED,
+    F_GAIN_W,
+    F_HEADROOM,
     F_PS,
     F_SHARE,
     F_WORKERS,
@@ -185,6 +187,7 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
     hidden = kernel.hidden
     ps, w, ps0, w0 = ctx.ps, ctx.w, ctx.ps0, ctx.w0
     ps0l, w0l = ps0.tolist(), w0.tolist()
+    with_gains = ctx.with_gains
     psl, wl, capl, hasl = ctx._psl, ctx._wl, ctx._capl, ctx._hasl
     # feature rows with a trailing 1 (the first layer's bias)
     static = np.ones((n, ctx.static.shape[1] + 1), dtype=np.float32)
@@ -251,6 +254,8 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
             row[F_PS] = p_i / COUNT_SCALE
             row[F_WORKERS] = w_i / COUNT_SCALE
             row[F_CHANGED] = (p_i != ps0l[i]) or (w_i != w0l[i])
+            if with_gains:
+                row[F_GAIN_W : F_HEADROOM + 1] = ctx.gains(i, p_i, w_i)
             u = project(row)
             usum += u - Urows[col]  # the change (float32), summed in float64
             Urows[col] = u

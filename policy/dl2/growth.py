@@ -21,6 +21,7 @@ The speeds are the table's (the simulator adds at most a per-slot noise around i
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -79,4 +80,34 @@ def useful_growth(speed, best, ps: int, workers: int) -> tuple[bool, bool, bool]
     )
 
 
-__all__ = ["speed_and_best_beyond", "speed_and_best_lists", "useful_growth"]
+def growth_gains(speed, best, ps: int, workers: int, start_ps: int,
+                 start_w: int) -> tuple[float, float, float, float]:
+    """What growing a job would give it, by the speed table: the log2 speed-ups of +1 worker,
+    +1 PS and +1 of each (each clipped to [-1, 1]; 0 where the step leaves the caps) and of the
+    fastest size at or beyond its size (log2, clipped to [0, 3], divided by 3).
+
+    Relative to the job's size ``(ps, workers)``, or to its start size ``(start_ps, start_w)``
+    when it runs nothing. ``speed`` and ``best`` are the pair of :func:`speed_and_best_lists`.
+    """
+    rows, cols = len(best), len(best[0])
+    if ps == 0 and workers == 0:
+        ps, workers = min(start_ps, rows - 1), min(start_w, cols - 1)
+    if ps >= rows or workers >= cols:
+        return 0.0, 0.0, 0.0, 0.0
+    now = speed[ps][workers]
+    if now <= 0:
+        return 0.0, 0.0, 0.0, 0.0
+
+    def gain(faster: float) -> float:
+        return max(-1.0, min(1.0, math.log2(faster / now))) if faster > 0 else -1.0
+
+    more_w, more_p = workers + 1 < cols, ps + 1 < rows
+    return (
+        gain(speed[ps][workers + 1]) if more_w else 0.0,
+        gain(speed[ps + 1][workers]) if more_p else 0.0,
+        gain(speed[ps + 1][workers + 1]) if more_w and more_p else 0.0,
+        min(max(math.log2(best[ps][workers] / now), 0.0), 3.0) / 3.0,
+    )
+
+
+__all__ = ["growth_gains", "speed_and_best_beyond", "speed_and_best_lists", "useful_growth"]

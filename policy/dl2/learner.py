@@ -109,7 +109,7 @@ class Learner:
     def __init__(self, net: ActorCritic, cfg: LearnerConfig, optim_state: dict[str, Any] | None = None) -> None:
         self.net = net
         self.cfg = cfg
-        self.input_dim = input_size(net.cfg.window, net.cfg.arch)
+        self.input_dim = input_size(net.cfg.window, net.cfg.arch, net.cfg.features)
         self.num_actions = net.cfg.num_actions
         self.opt_actor = torch.optim.Adam(net.actor.parameters(), lr=cfg.lr_actor)
         self.opt_critic = torch.optim.Adam(net.critic.parameters(), lr=cfg.lr_critic)

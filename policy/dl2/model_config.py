@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from dl2_mesos.errors import ConfigError
+from dl2_mesos.policy.dl2.features import FEATURE_SETS
 
 #: Version of the feature layout (see :mod:`dl2_mesos.policy.dl2.features`). Bump it whenever the
 #: meaning or order of a feature changes; older checkpoints then fail to load with a clear error.
@@ -48,6 +49,10 @@ class DL2Config:
             table (no size at or beyond the grown one is faster than the job's size now; see
             :mod:`~dl2_mesos.policy.dl2.growth`). A rule of the decision loop, not of the
             weights; checkpoints without the field (up to ``dl2-elastic-v8``) load with it off.
+        features: the per-job feature set: ``"base"`` (23 columns) or ``"gains"`` (also the
+            speed-ups growth would give the job, 27 columns; see
+            :mod:`~dl2_mesos.policy.dl2.features`). Checkpoints without the field load as
+            ``"base"``.
     """
 
     window: int = 40
@@ -59,6 +64,7 @@ class DL2Config:
     actions: str = "grow"
     order: str = "arrival"
     prune_growth: bool = False
+    features: str = "base"
 
     def __post_init__(self) -> None:
         if not isinstance(self.window, int) or self.window < 1:
@@ -77,6 +83,13 @@ class DL2Config:
             raise ConfigError(f"order must be one of {ORDERS}, got {self.order!r}")
         if not isinstance(self.prune_growth, bool):
             raise ConfigError(f"prune_growth must be true or false, got {self.prune_growth!r}")
+        if self.features not in FEATURE_SETS:
+            raise ConfigError(f"features must be one of {tuple(FEATURE_SETS)}, got {self.features!r}")
+
+    @property
+    def job_features(self) -> int:
+        """Columns per job in the network input."""
+        return FEATURE_SETS[self.features]
 
     @property
     def num_actions(self) -> int:

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from dl2_mesos.policy.dl2.model_config import DL2Config
-from dl2_mesos.policy.dl2.features import F_VALID, NUM_GLOBAL_FEATURES, NUM_JOB_FEATURES
+from dl2_mesos.policy.dl2.features import F_VALID, NUM_GLOBAL_FEATURES
 
 
 def _mlp(n_in: int, hidden: int, layers: int) -> nn.Sequential:
@@ -38,14 +38,15 @@ class _SharedTrunk(nn.Module):
     def __init__(self, cfg: DL2Config) -> None:
         super().__init__()
         self.J = cfg.window
+        self.F = cfg.job_features
         # job columns only: a column's encoding changes only when that job's counts change,
         # so inference re-encodes one row per step (see DL2Policy's incremental greedy path)
-        self.enc = _mlp(NUM_JOB_FEATURES, cfg.hidden, cfg.layers)
+        self.enc = _mlp(self.F, cfg.hidden, cfg.layers)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         b = x.shape[0]
-        jobs = x[:, : self.J * NUM_JOB_FEATURES].reshape(b, self.J, NUM_JOB_FEATURES)
-        g = x[:, self.J * NUM_JOB_FEATURES :]
+        jobs = x[:, : self.J * self.F].reshape(b, self.J, self.F)
+        g = x[:, self.J * self.F :]
         h = self.enc(jobs)  # b, J, H
         valid = jobs[:, :, F_VALID : F_VALID + 1]
         h = h * valid
@@ -59,7 +60,7 @@ class Actor(nn.Module):
     def __init__(self, cfg: DL2Config) -> None:
         super().__init__()
         self.cfg = cfg
-        n_in = cfg.window * NUM_JOB_FEATURES + NUM_GLOBAL_FEATURES
+        n_in = cfg.window * cfg.job_features + NUM_GLOBAL_FEATURES
         if cfg.arch == "flat":
             self.trunk = _mlp(n_in, cfg.hidden, cfg.layers)
             self.head = nn.Linear(cfg.hidden, cfg.num_actions)
@@ -87,7 +88,7 @@ class Critic(nn.Module):
     def __init__(self, cfg: DL2Config) -> None:
         super().__init__()
         self.cfg = cfg
-        n_in = cfg.window * NUM_JOB_FEATURES + NUM_GLOBAL_FEATURES
+        n_in = cfg.window * cfg.job_features + NUM_GLOBAL_FEATURES
         if cfg.arch == "flat":
             self.trunk = _mlp(n_in, cfg.hidden, cfg.layers)
             self.head = nn.Linear(cfg.hidden, 1)
@@ -172,9 +173,9 @@ class NumpyActor:
 
         if self.cfg.arch == "flat":
             return self._run(self.head, self._run(self.trunk, x))
-        J = self.cfg.window
-        jobs = x[: J * NUM_JOB_FEATURES].reshape(J, NUM_JOB_FEATURES)
-        g = x[J * NUM_JOB_FEATURES :]
+        J, F = self.cfg.window, self.cfg.job_features
+        jobs = x[: J * F].reshape(J, F)
+        g = x[J * F :]
         valid = jobs[:, F_VALID : F_VALID + 1]
         h = self.encode(jobs) * valid
         pooled = h.sum(axis=0) / max(float(valid.sum()), 1.0)

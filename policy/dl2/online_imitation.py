@@ -69,7 +69,7 @@ class ImitationTrainer:
         """The teacher's label path from ``state``: (features, masks, actions) arrays."""
         cfg = self.net.cfg
         _, steps = teacher_steps(state, cfg, self.teacher)
-        return stack_steps(steps, input_size(cfg.window, ""), cfg.per_job * cfg.window + 1)
+        return stack_steps(steps, input_size(cfg.window, "", cfg.features), cfg.per_job * cfg.window + 1)
 
     def update(self, states: Sequence[ClusterState]) -> dict[str, float]:
         """Label ``states`` (slots DL2 decided in) and learn from the kept slots' labels.

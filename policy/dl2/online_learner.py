@@ -31,7 +31,7 @@ from dl2_mesos.allocation import Allocation
 from dl2_mesos.cluster import ClusterState
 from dl2_mesos.errors import CheckpointError
 from dl2_mesos.policy.dl2.checkpoint import save_checkpoint
-from dl2_mesos.policy.dl2.features import input_size
+from dl2_mesos.policy.dl2.features import FEATURE_SETS, input_size
 from dl2_mesos.policy.dl2.learner import Learner, LearnerConfig, SlotData
 from dl2_mesos.policy.dl2.network import ActorCritic
 from dl2_mesos.slot_accounting import job_reward
@@ -114,8 +114,11 @@ class SlotExperience:
     def to_slot_data(self) -> SlotData:
         """The learner's form (numpy arrays)."""
         A = self.per_job * self.window + 1
-        D = input_size(self.window, "")
         n = len(self.actions)
+        sizes = {input_size(self.window, "", f) for f in FEATURE_SETS}
+        D = len(self.features[0]) if n else min(sizes)
+        if D not in sizes or any(len(f) != D for f in self.features):
+            raise ValueError(f"malformed slot experience: {D} input values for a window of {self.window}")
         feats = np.array(self.features, dtype=np.float32).reshape(n, D)
         masks = np.zeros((n, A), dtype=bool)
         for i, m in enumerate(self.masks):

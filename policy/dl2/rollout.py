@@ -125,7 +125,7 @@ def run_episode(spec: EpisodeSpec) -> EpisodeResult:
     chooser = NetChooser(actor, sample=spec.sample, epsilon=spec.epsilon, seed=spec.chooser_seed)
     fast = NumpyActor(actor)
     sim = make_sim(spec.preset, spec.seed, spec.max_slots, restart_scale=spec.restart_scale)
-    D, A = input_size(cfg.window, cfg.arch), cfg.num_actions
+    D, A = input_size(cfg.window, cfg.arch, cfg.features), cfg.num_actions
     slots: list[SlotData] = []
     n_steps = 0
     threads = torch.get_num_threads()

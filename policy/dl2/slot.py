@@ -53,17 +53,18 @@ import numpy as np
 from dl2_mesos.allocation import Allocation, JobAllocation, validate_allocation
 from dl2_mesos.cluster import ClusterState
 from dl2_mesos.placement import PlacementBoard
-from dl2_mesos.policy.dl2.growth import speed_and_best_lists, useful_growth
+from dl2_mesos.policy.dl2.growth import growth_gains, speed_and_best_lists, useful_growth
 from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.priority import job_order
 from dl2_mesos.policy.dl2.features import (
     COUNT_SCALE,
     F_CHANGED,
+    F_GAIN_W,
+    F_HEADROOM,
     F_PS,
     F_SHARE,
     F_WORKERS,
     NUM_GLOBAL_FEATURES,
-    NUM_JOB_FEATURES,
     static_job_features,
 )
 from dl2_mesos.resources import Resources
@@ -101,7 +102,9 @@ class SlotContext:
         jobs = state.jobs
         n = self.n = len(jobs)
         self.job_ids = [j.job_id for j in jobs]
-        self.static = static_job_features(state)
+        self.static = static_job_features(state, config.job_features)
+        #: fill the growth-gain columns (the ``gains`` feature set)
+        self.with_gains = config.features == "gains"
         self.ps0 = np.array([j.num_ps for j in jobs], dtype=np.int64)
         self.w0 = np.array([j.num_workers for j in jobs], dtype=np.int64)
         self.max_ps = np.array([j.spec.max_ps for j in jobs], dtype=np.int64)
@@ -182,9 +185,11 @@ class SlotContext:
         #: all True when the config does not prune growth (lists: read once per action)
         self._useful: list[tuple[bool, bool, bool]] = [(True, True, True)] * n
         self._grids: list[tuple[list[list[float]], list[list[float]]]] | None = None
-        if config.prune_growth:
+        if config.prune_growth or self.with_gains:
             self._grids = [speed_and_best_lists(j.spec.job_type, mp, mw, u)
                            for j, mp, mw, u in zip(jobs, max_ps, max_w, self.uses_ps.tolist())]
+        self._start_psl, self._start_wl = self.start_ps.tolist(), self.start_w.tolist()
+        if config.prune_growth:
             self._useful = [useful_growth(speed, best, p, w)
                             for (speed, best), p, w in zip(self._grids, self.ps.tolist(), self.w.tolist())]
         self._waiting = 0
@@ -431,7 +436,16 @@ class SlotContext:
             rows[:, F_PS] = self.ps[idx] / COUNT_SCALE
             rows[:, F_WORKERS] = self.w[idx] / COUNT_SCALE
             rows[:, F_CHANGED] = (self.ps[idx] != self.ps0[idx]) | (self.w[idx] != self.w0[idx])
+            if self.with_gains:
+                for r, i in enumerate(idx.tolist()):
+                    rows[r, F_GAIN_W : F_HEADROOM + 1] = self.gains(i, int(self.ps[i]), int(self.w[i]))
         return rows
+
+    def gains(self, i: int, ps: int, workers: int) -> tuple[float, float, float, float]:
+        """Job row ``i``'s growth-gain columns at ``ps`` PS and ``workers`` workers (the
+        ``gains`` feature set only)."""
+        speed, best = self._grids[i]  # type: ignore[index]
+        return growth_gains(speed, best, ps, workers, self._start_psl[i], self._start_wl[i])
 
     def global_features(self, window_index: int) -> np.ndarray:
         """The G global values (float32)."""
@@ -449,7 +463,7 @@ class SlotContext:
 
     def features(self, window: np.ndarray, window_index: int) -> np.ndarray:
         """The flattened network input for ``window`` (J * F + G float32; empty columns zero)."""
-        x = np.zeros((self.J, NUM_JOB_FEATURES), dtype=np.float32)
+        x = np.zeros((self.J, self.static.shape[1]), dtype=np.float32)
         x[: len(window)] = self.job_rows(window)
         return np.concatenate([x.ravel(), self.global_features(window_index)])
 

@@ -129,7 +129,7 @@ def collect_teacher_episode(sim, cfg: DL2Config, teacher: Policy, label_running:
     slot and the states it reaches there are labelled (:func:`student_steps`); its allocation
     drives the run.
     """
-    D, A = input_size(cfg.window, cfg.arch), cfg.num_actions
+    D, A = input_size(cfg.window, cfg.arch, cfg.features), cfg.num_actions
     state = sim.reset()
     slots: list[SlotData] = []
     while not sim.done:

@@ -142,3 +142,26 @@ def test_set_rules_switches_pruning_on_and_keeps_the_weights(tmp_path):
     res = r.invoke(main, ["train", "set-rules", str(src), "--out", str(tmp_path / "y.pt")])
     assert res.exit_code != 0 and "prune-growth" in res.output
     assert not (tmp_path / "x.pt").exists() and not (tmp_path / "y.pt").exists()
+
+
+def test_train_with_the_gains_feature_set_and_evaluate(tmp_path):
+    """`--features gains` through the CLI: warm-up, RL from it, evaluation; the set is kept."""
+    from dl2_mesos.policy.dl2.checkpoint import load_checkpoint
+
+    r = CliRunner()
+    sl, rl = tmp_path / "sl.pt", tmp_path / "rl"
+    res = r.invoke(main, ["train", "sl", "--teacher", "drf", "--preset", "tiny", "--seeds", "1", "--epochs", "1",
+                          "--window", "6", "--hidden", "16", "--features", "gains", "--out", str(sl)])
+    assert res.exit_code == 0, res.output
+    model = load_checkpoint(sl)
+    assert model.config.features == "gains" and model.net.actor.shared.enc[0].weight.shape[1] == 27
+    res = r.invoke(main, ["train", "rl", "--init", str(sl), "--out", str(rl), "--preset", "tiny", "--iterations", "2",
+                          "--workers", "0", "--updates", "2", "--batch-size", "16", "--val-seeds", "1001",
+                          "--reward", "jct", "--baseline", "input"])
+    assert res.exit_code == 0, res.output
+    assert load_checkpoint(rl / "best.pt").config.features == "gains"
+    res = r.invoke(main, ["evaluate", "--policies", "dl2", "--seeds", "101", "--preset", "tiny",
+                          "--model", str(rl / "best.pt"), "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    res = r.invoke(main, ["train", "sl", "--teacher", "drf", "--features", "speed"])
+    assert res.exit_code != 0 and "speed" in res.output

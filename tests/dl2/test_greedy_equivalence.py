@@ -30,7 +30,8 @@ def _random_case(seed: int, big: bool = False):
         cfg = DL2Config(window=40, hidden=256, layers=2)
     else:
         cfg = DL2Config(window=int(rng.choice([2, 5, 8, 16])), hidden=int(rng.choice([16, 32, 64])),
-                        layers=int(rng.integers(1, 4)), start=str(rng.choice(["current", "zero"])))
+                        layers=int(rng.integers(1, 4)), start=str(rng.choice(["current", "zero"])),
+                        features="gains" if seed % 3 == 0 else "base")  # a third see the growth gains
     torch.manual_seed(seed)
     net = ActorCritic(cfg)
     with torch.no_grad():  # from "void at once" to "add until full"
