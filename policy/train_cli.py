@@ -35,9 +35,11 @@ def _model_options(f):
                      help="Slot starts from the running counts (current) or from nothing (zero, the reference).")(f)
     f = click.option("--actions", type=click.Choice(["grow", "elastic"]), default="elastic", show_default=True,
                      help="grow: +worker/+PS/+bundle per job (3J+1); elastic: also -worker/-PS/pause (6J+1).")(f)
-    f = click.option("--features", type=click.Choice(["base", "gains"]), default="base", show_default=True,
-                     help="Per-job inputs: base (23 columns), or gains: also the speed-ups growing the job "
-                          "would give it by the speed table (27).")(f)
+    f = click.option("--features", type=click.Choice(["base", "gains"]), default=None,
+                     help="Per-job inputs: base (23 columns; the default for a new model), or gains: also the "
+                          "speed-ups growing the job would give it by the speed table (27). With --init: the "
+                          "checkpoint's unless given; gains on a base checkpoint widens it (the new inputs start "
+                          "at zero weight, so it first decides as before).")(f)
     return f
 
 
@@ -111,7 +113,8 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
         raise click.BadParameter(f"unknown teacher {teacher!r}; known: {', '.join(known)}", param_hint="--teacher")
     try:
         mcfg = DL2Config(window=window, hidden=hidden, layers=layers, arch=arch, start=start, actions=actions,
-                         order=order or "priority", prune_growth=bool(prune_growth), features=features)
+                         order=order or "priority", prune_growth=bool(prune_growth),
+                         features=features or "base")
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     seed_list = _seeds(seeds, "--seeds")
@@ -137,7 +140,7 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
                                      shrink_weight=shrink_weight),
                       label_running=label_running, progress=prog, extra=extra, dagger_rounds=dagger,
                       dagger_epochs=dagger_epochs, init=init, order=order, dagger_within=dagger_within,
-                      prune_growth=prune_growth, workers=workers)
+                      prune_growth=prune_growth, workers=workers, features=features if init else None)
     except (Dl2Error, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     finally:
@@ -266,7 +269,7 @@ def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iterat
                        references=tuple(n.strip() for n in references.split(",") if n.strip()), rollback=rollback,
                        restart_scale=restart_scale)
         mcfg = DL2Config(window=window, hidden=hidden, layers=layers, arch=arch, start=start, actions=actions,
-                         features=features)
+                         features=features or "base")
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     bar = tqdm(total=iterations, desc="RL", unit="it")
@@ -280,7 +283,8 @@ def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iterat
         bar.refresh()
 
     try:
-        res = run_rl(out, cfg, model_cfg=mcfg, init=init, resume=resume, progress=prog)
+        res = run_rl(out, cfg, model_cfg=mcfg, init=init, resume=resume, progress=prog,
+                     features=features if init else None)
     except (Dl2Error, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     finally:

@@ -189,7 +189,9 @@ class SlotContext:
             self._grids = [speed_and_best_lists(j.spec.job_type, mp, mw, u)
                            for j, mp, mw, u in zip(jobs, max_ps, max_w, self.uses_ps.tolist())]
         self._start_psl, self._start_wl = self.start_ps.tolist(), self.start_w.tolist()
-        if config.prune_growth:
+        # the speed grids also feed the gains columns; only pruning may turn them into masks
+        self._prune = config.prune_growth
+        if self._prune:
             self._useful = [useful_growth(speed, best, p, w)
                             for (speed, best), p, w in zip(self._grids, self.ps.tolist(), self.w.tolist())]
         self._waiting = 0
@@ -291,7 +293,7 @@ class SlotContext:
         if kind != WORKER:
             self.ps[i] += 1
             self._where[i][1].append(a)
-        if self._grids is not None:
+        if self._prune:
             self._refresh_useful(i)
         return True
 
@@ -328,7 +330,7 @@ class SlotContext:
             self.ps[i] -= 1
         if self.ps[i] == 0 and self.w[i] == 0 and self._fitcount is not None:
             self._waiting += 1
-        if self._grids is not None:
+        if self._prune:
             self._refresh_useful(i)
 
     def _agent_load(self, a: int) -> float:

@@ -32,6 +32,7 @@ from dl2_mesos.policy.dl2.network import ActorCritic
 from dl2_mesos.policy.dl2.rollout import EpisodeSpec, WorkerPool, actor_state, make_sim, run_episode
 from dl2_mesos.policy.dl2.supervised import SLConfig, train_supervised
 from dl2_mesos.policy.dl2.labelling import LabelledTrace, LabelSpec, label_trace
+from dl2_mesos.policy.dl2.widen import widen_features
 
 logger = logging.getLogger(__name__)
 
@@ -160,12 +161,15 @@ def run_rl(
     init: str | Path | None = None,
     resume: bool = False,
     progress: Callable[[int, dict[str, float]], None] | None = None,
+    features: str | None = None,
 ) -> dict[str, Any]:
     """Train with RL; writes log.csv, last.pt, best.pt and curve.png under ``out_dir``.
 
     Args:
         init: checkpoint to start from (e.g. the supervised warm-up); None = random weights.
         resume: continue from ``out_dir/last.pt`` (weights, optimiser, iteration count).
+        features: with ``init``, the feature set to train on when it extends the checkpoint's
+            (:func:`~dl2_mesos.policy.dl2.widen.widen_features`: it starts deciding as before).
     Returns a summary (best validation JCT, wall time, iterations).
     """
     out = Path(out_dir)
@@ -185,6 +189,9 @@ def run_rl(
     elif init is not None:
         net = load_checkpoint(init).net
         meta = {"init": str(init)}
+        if features is not None and features != net.cfg.features:
+            meta["widened_from"] = net.cfg.features
+            net = widen_features(net, features)
     else:
         net = ActorCritic(model_cfg or DL2Config())
     learner = Learner(net, cfg.learner, optim_state)
@@ -316,6 +323,7 @@ def run_sl(
     dagger_within: bool = False,
     prune_growth: bool | None = None,
     workers: int = 0,
+    features: str | None = None,
 ) -> dict[str, Any]:
     """Generate teacher labels on ``seeds`` and train a fresh model on them; saves to ``out_path``.
 
@@ -326,6 +334,8 @@ def run_sl(
     does not change the weights' shapes, so a model can be moved to another order and tuned).
     ``prune_growth``: when given, whether the trained model's decision loop masks growth that
     cannot make a job faster (overrides ``init``'s, like ``order``).
+    ``features``: with ``init``, a feature set extending the checkpoint's to train on (the
+    weights reading the added columns start at zero; :mod:`~dl2_mesos.policy.dl2.widen`).
     ``dagger_rounds``: after the first training, that many DAgger rounds: the student drives
     the same traces, the teacher labels the states it reaches, and training continues on all
     labels collected so far (``dagger_epochs`` epochs per round, default ``sl_cfg.epochs``).
@@ -339,6 +349,8 @@ def run_sl(
     torch.manual_seed(sl_cfg.seed)
     t0 = time.time()
     start_net = load_checkpoint(init).net if init is not None else None
+    if start_net is not None and features is not None:
+        start_net = widen_features(start_net, features)
     if start_net is not None:
         model_cfg = start_net.cfg
     if order is not None:
