@@ -223,6 +223,12 @@ def train_set_rules(model, prune_growth, out):
 @click.option("--same-trace", is_flag=True, help="All episodes of an iteration on one trace.")
 @click.option("--clip", type=FiniteFloatRange(0, 1, max_open=True), default=0.0, show_default=True,
               help="PPO-style clipping of the probability ratio (e.g. 0.2); 0: the paper's plain policy gradient.")
+@click.option("--elite", is_flag=True,
+              help="Self-imitation: keep only the best of each trace's rollouts (by total reward) and raise the "
+                   "probability of its actions, in place of the policy gradient (implies --same-trace).")
+@click.option("--elite-margin", type=FiniteFloatRange(min=0), default=0.0, show_default=True,
+              help="With --elite: keep a trace's best rollout only when its total reward beats the others' mean "
+                   "by more than this fraction (e.g. 0.01).")
 @click.option("--rollback", type=FiniteFloatRange(min=0), default=0.0, show_default=True,
               help="When validation is more than this fraction above the best so far (e.g. 0.15), go back to "
                    "the best weights and halve the actor's learning rate; 0: off.")
@@ -236,7 +242,7 @@ def train_set_rules(model, prune_growth, out):
 def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iteration, updates, epsilon,
              no_exploration, no_replay, no_critic, per_job_reward, lr_actor, lr_critic, gamma, lam, batch_size,
              replay_size, entropy_start, entropy_end, entropy_half_life, train_seeds, val_seeds, eval_every,
-             max_slots, seed, tensorboard, reward, reward_scale, baseline, same_trace, clip, rollback, restart_scale, references,
+             max_slots, seed, tensorboard, reward, reward_scale, baseline, same_trace, clip, elite, elite_margin, rollback, restart_scale, references,
              window, hidden, layers, arch, start, actions, features, **trace_opts):
     """Actor-critic RL in the simulator (parallel workers, replay, job-aware exploration)."""
     preset = trace_source_preset(preset, trace_opts)
@@ -260,12 +266,12 @@ def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iterat
                              replay_size=replay_size, replay=not no_replay, critic=not no_critic,
                              per_job_reward=per_job_reward, entropy_start=entropy_start, entropy_end=entropy_end,
                              entropy_half_life=entropy_half_life, seed=seed, reward_scale=reward_scale,
-                             baseline=baseline, clip=clip)
+                             baseline=baseline, clip=clip, elite=elite, elite_margin=elite_margin)
         cfg = RLConfig(preset=preset, iterations=iterations, workers=workers,
                        episodes_per_iteration=episodes_per_iteration, updates_per_iteration=updates,
                        epsilon=0.0 if no_exploration else epsilon, train_seeds=tuple(tr), eval_seeds=tuple(va),
                        eval_every=eval_every, max_slots=max_slots, seed=seed, learner=lcfg, tensorboard=tensorboard,
-                       reward=reward, same_trace=same_trace or baseline == "input",
+                       reward=reward, same_trace=same_trace or baseline == "input" or elite,
                        references=tuple(n.strip() for n in references.split(",") if n.strip()), rollback=rollback,
                        restart_scale=restart_scale)
         mcfg = DL2Config(window=window, hidden=hidden, layers=layers, arch=arch, start=start, actions=actions,

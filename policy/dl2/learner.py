@@ -18,7 +18,9 @@ probabilities in place of the network's output); critic loss ``MSE(V(s), G)``. E
 exponentially from ``entropy_start`` to ``entropy_end``. With ``clip`` > 0 the policy term is
 PPO's clipped surrogate instead, against the log-probability each sample's action had under the
 weights that acted (recorded when the sample is stored: rollouts run with the learner's weights
-of that moment).
+of that moment). With ``elite`` the update is self-imitation instead: of several rollouts on one
+trace only the one with the highest total reward is kept, and the actor maximises the
+log-probability of its actions (the cross-entropy method's step, one elite per trace).
 """
 
 from __future__ import annotations
@@ -68,10 +70,24 @@ class LearnerConfig:
     #: over the one that acted, to [0.8, 1.2] where moving further would pay (dual clip: a
     #: negative advantage's term is bounded at 3x, so a stale replay sample cannot blow up)
     clip: float = 0.0
+    #: self-imitation of the elite (the cross-entropy method's update): of the rollouts on one
+    #: trace (``add_trajectories``), only the one with the highest total reward is stored, and the
+    #: actor maximises the log-probability of its actions (advantage 1, no critic); the critic
+    #: is left alone. Between rollouts that differ only by sampling noise there is nothing to
+    #: imitate: see ``elite_margin``
+    elite: bool = False
+    #: with ``elite``: a trace's best rollout is stored only when its total reward beats the
+    #: mean of the others by more than this fraction of that mean's magnitude (e.g. 0.01); 0:
+    #: whenever it is strictly best
+    elite_margin: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.clip < 1.0:
             raise ConfigError(f"clip must be in [0, 1), got {self.clip}")
+        if not (math.isfinite(self.elite_margin) and self.elite_margin >= 0.0):
+            raise ConfigError(f"elite_margin must be a finite number >= 0, got {self.elite_margin}")
+        if self.elite and self.per_job_reward:
+            raise ConfigError("elite and per_job_reward do not combine: an elite's actions all have advantage 1")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -177,7 +193,10 @@ class Learner:
     def add_trajectories(self, trajectories: Sequence[tuple[Sequence[SlotData], bool]]) -> int:
         """Store several (slots, terminal) rollouts; with ``baseline="input"`` they must be on
         the same trace, and each slot's baseline is the mean return of the *other* rollouts at
-        that slot index (a rollout that already ended counts with return 0)."""
+        that slot index (a rollout that already ended counts with return 0). With ``elite``
+        only the best rollout is stored (:meth:`add_elite`)."""
+        if self.cfg.elite:
+            return self.add_elite(trajectories)
         if self.cfg.baseline != "input" or len(trajectories) < 2:
             return sum(self.add_trajectory(s, terminal=t) for s, t in trajectories)
         if not self.cfg.replay:
@@ -193,6 +212,23 @@ class Learner:
             others = (total[: len(rets[k])] - padded[k, : len(rets[k])]) / (len(rets) - 1)
             n += self._store(slots, rets[k], others)
         return n
+
+    def add_elite(self, trajectories: Sequence[tuple[Sequence[SlotData], bool]]) -> int:
+        """Store the rollout with the highest total reward among ``trajectories`` (rollouts on
+        one trace), every sample with target 1, when it beats the mean of the others by the
+        margin (``elite_margin``); returns the samples stored (0: no rollout stood out). Without
+        replay the buffer then holds this elite alone."""
+        if len(trajectories) < 2:
+            raise ValueError("elite self-imitation needs several rollouts on the same trace")
+        totals = np.array([sum(s.reward for s in slots) for slots, _ in trajectories], dtype=np.float64)
+        best = int(np.argmax(totals))
+        others = float(np.delete(totals, best).mean())
+        if not totals[best] - others > self.cfg.elite_margin * abs(others):
+            return 0
+        if not self.cfg.replay:
+            self.replay.clear()
+        slots = trajectories[best][0]
+        return self._store(slots, np.ones(len(slots)), None)
 
     def add_trajectory(self, slots: Sequence[SlotData], terminal: bool = True) -> int:
         """Turn a trajectory into samples with targets and store them; returns how many."""
@@ -265,7 +301,10 @@ class Learner:
             logp, logp_a = self._action_log_probs(x, m, a)
             p = logp.exp()
             entropy = -(p * logp.masked_fill(~m, 0.0)).sum(dim=1)
-            if self.cfg.critic:
+            if self.cfg.elite:  # imitation of stored elites: every sample's advantage is its target, 1
+                value_loss = torch.zeros(())
+                adv = g
+            elif self.cfg.critic:
                 v = self.net.critic(x)
                 value_loss = nn.functional.mse_loss(v, g)
                 adv = g - v.detach()
@@ -276,13 +315,14 @@ class Learner:
                 value_loss = torch.zeros(())
                 adv = g - self.replay.mean_return()
             acc["advantage_abs"] += adv.abs().mean().item()
-            adv = (adv - adv.mean()) / (adv.std() + 1e-6) if len(adv) > 1 else adv
+            if len(adv) > 1 and not self.cfg.elite:
+                adv = (adv - adv.mean()) / (adv.std() + 1e-6)
             policy_loss = -self._policy_term(logp_a, adv, b.old_log_probs).mean() - self.entropy_weight * entropy.mean()
             self.opt_actor.zero_grad()
             policy_loss.backward()
             nn.utils.clip_grad_norm_(self.net.actor.parameters(), self.cfg.grad_clip)
             self.opt_actor.step()
-            if self.cfg.critic:
+            if self.cfg.critic and not self.cfg.elite:
                 self.opt_critic.zero_grad()
                 value_loss.backward()
                 nn.utils.clip_grad_norm_(self.net.critic.parameters(), self.cfg.grad_clip * 10)

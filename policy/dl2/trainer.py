@@ -83,6 +83,9 @@ class RLConfig:
             raise ConfigError(f"rollback must be >= 0, got {self.rollback}")
         if not 0.0 < self.rollback_lr_factor <= 1.0:
             raise ConfigError(f"rollback_lr_factor must be in (0, 1], got {self.rollback_lr_factor}")
+        if self.learner.elite and not (self.same_trace and self.episodes_per_iteration >= 2):
+            raise ConfigError("elite self-imitation compares rollouts on one trace: it needs same_trace and "
+                              f"at least 2 episodes per iteration (got {self.episodes_per_iteration})")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
