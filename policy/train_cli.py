@@ -299,6 +299,91 @@ def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iterat
                f"model {Path(out) / 'best.pt'}; curve {Path(out) / 'curve.png'}")
 
 
+@train.command("pi")
+@click.option("--init", type=click.Path(dir_okay=False, exists=True), required=True,
+              help="Start from this checkpoint (a warm-up).")
+@click.option("--out", type=click.Path(file_okay=False), default="runs/pi", show_default=True, callback=output_folder,
+              help="Output folder (best.pt, last.pt, log.csv, validation.csv, curve_wall.png).")
+@click.option("--preset", default="testbed-rho2", show_default=True,
+              help="Training and validation preset, or a comma-separated mix (scored relative to the start).")
+@click.option("--iterations", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("--traces-per-preset", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Training traces run under the improved policy per preset and iteration.")
+@click.option("--candidates", type=click.IntRange(min=2), default=8, show_default=True,
+              help="Decisions compared per slot: the greedy one and this many less one sampled from the network.")
+@click.option("--horizon", type=click.IntRange(min=1), default=30, show_default=True,
+              help="Slots each decision's simulated future runs (under the greedy network).")
+@click.option("--epochs", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Cross-entropy epochs per iteration.")
+@click.option("--lr", type=FiniteFloatRange(min=0, min_open=True), default=5e-4, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=256, show_default=True)
+@click.option("--keep", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Train on the labels of the last this many iterations.")
+@click.option("--improved-weight", type=click.IntRange(min=1), default=8, show_default=True,
+              help="How many times a slot where the search beat greedy counts in the loss.")
+@click.option("--train-seeds", default="1-100", show_default=True)
+@click.option("--val-seeds", default="1001-1004", show_default=True)
+@click.option("--max-slots", type=click.IntRange(min=1), help="Cap simulated slots per episode.")
+@click.option("--workers", type=click.IntRange(min=0), default=2, show_default=True,
+              help="Processes running the improved traces and the validation (0: in this one).")
+@click.option("--references", default="drf,optimus,srtf-gain", show_default=True,
+              help="Policies drawn as reference lines on the learning curve ('' for none).")
+@click.option("--seed", type=int, default=0, show_default=True)
+def train_pi(init, out, preset, iterations, traces_per_preset, candidates, horizon, epochs, lr, batch_size, keep,
+             improved_weight, train_seeds, val_seeds, max_slots, workers, references, seed):
+    """Policy iteration by rollouts: RL that distils a search over the network's own decisions.
+
+    Every slot of some training traces, the greedy decision and decisions sampled from the
+    network are each simulated HORIZON slots ahead on the same future; the best is taken and
+    the network learns it (cross entropy), then the loop repeats from the new network.
+    """
+    from tqdm import tqdm
+
+    from dl2_mesos.policy.dl2.checkpoint import load_checkpoint
+    from dl2_mesos.policy.dl2.policy_iteration import PIConfig, run_policy_iteration
+    from dl2_mesos.policy.dl2.trainer import presets_of
+    from dl2_mesos.policy.sim.settings import preset as get_preset
+
+    try:
+        names = presets_of(preset)
+        for name in names:
+            get_preset(name)
+    except (ConfigError, ValueError) as exc:
+        raise click.BadParameter(str(exc), param_hint="--preset") from None
+    tr, va = _seeds(train_seeds, "--train-seeds"), _seeds(val_seeds, "--val-seeds")
+    if set(tr) & set(va):
+        raise click.BadParameter("training and validation seeds overlap", param_hint="--val-seeds")
+    try:
+        load_checkpoint(init)  # fail fast, before any simulation
+        cfg = PIConfig(presets=tuple(names), iterations=iterations, traces_per_preset=traces_per_preset,
+                       candidates=candidates, horizon=horizon, epochs=epochs, lr=lr, batch_size=batch_size, keep=keep,
+                       improved_weight=improved_weight, train_seeds=tuple(tr), val_seeds=tuple(va),
+                       references=tuple(n.strip() for n in references.split(",") if n.strip()), max_slots=max_slots,
+                       workers=workers, seed=seed)
+    except CheckpointError as exc:
+        raise click.ClickException(str(exc)) from None
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    bar = tqdm(total=iterations, desc="policy iteration", unit="it")
+
+    def score(v: float) -> str:  # one preset: avg JCT; a mix: the mean ratio to the start
+        return f"avg JCT {v:.0f} s" if len(names) == 1 else f"{v:.4f} of the start"
+
+    def prog(it, row):
+        bar.n = it
+        bar.set_postfix({"improved": f"{row['improved_slots']}/{row['decided_slots']}", "val": score(row["val_score"])})
+        bar.refresh()
+
+    try:
+        res = run_policy_iteration(out, cfg, init, progress=prog)
+    except (Dl2Error, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        bar.close()
+    click.echo(f"best validation {score(res['best_val_score'])} (iteration {res['best_iteration']}); "
+               f"{res['wall_s']:.0f} s; model {Path(out) / 'best.pt'}")
+
+
 @click.command()
 @click.option("--policies", default="dl2,drf,tetris,optimus,srtf,fifo", show_default=True)
 @click.option("--seeds", default="101-110", show_default=True, help="Held-out seeds (disjoint from training).")

@@ -149,8 +149,7 @@ def run_episode(spec: EpisodeSpec) -> EpisodeResult:
                 job_rewards = {k: v / totals[k] for k, v in out.epochs.items() if k in totals}
                 r = out.reward
                 if spec.reward == "jct":
-                    ends = {j.job_id: j.end_time for j in sim._done_jobs[len(sim._done_jobs) - len(out.finished):]}
-                    r = jct_reward(state, out, sim.config.slot_seconds, ends)
+                    r = jct_reward(state, out, sim.config.slot_seconds, sim.end_times(out.finished))
                 slots.append(SlotData(f, m, a, tuple(s.job_id for s in steps), r, job_rewards))
             state = sim.state()
     finally:

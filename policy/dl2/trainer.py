@@ -148,7 +148,7 @@ def evaluate_greedy_by_preset(net: ActorCritic, presets: Sequence[str], seeds: S
     return {p: float(np.mean([r.summary["avg_jct"] for r in res[k * n:(k + 1) * n]])) for k, p in enumerate(presets)}
 
 
-def _val_score(vals: dict[str, float], base: dict[str, float]) -> float:
+def validation_score(vals: dict[str, float], base: dict[str, float]) -> float:
     """Model-selection score: the avg JCT itself for one preset; for a mix, the mean over presets
     of avg JCT relative to the starting model's (1.0 = as good as the start), so that the large
     preset's seconds do not drown the small one's."""
@@ -231,7 +231,7 @@ def run_rl(
                     vf.write("iteration,wall_s,preset,avg_jct\n")
                     for p_, v_ in base.items():
                         vf.write(f"0,{time.time() - t0:.1f},{p_},{v_:.1f}\n")
-                val = best = _val_score(base, base)
+                val = best = validation_score(base, base)
                 logger.info("validation at the start: %s", base)
                 save_checkpoint(out / "best.pt", net, meta={"iteration": 0, "val_avg_jct": val, "val_base": base})
                 if cfg.rollback > 0:
@@ -269,7 +269,7 @@ def run_rl(
                 if it % cfg.eval_every == 0 or it == cfg.iterations:
                     vals = evaluate_greedy_by_preset(net, presets, cfg.eval_seeds, runner, cfg.max_slots)
                     base = base or vals  # resumed from a run that did not record its start
-                    val = _val_score(vals, base)
+                    val = validation_score(vals, base)
                     logger.info("iteration %d validation: %s", it, vals)
                     with open(out / "validation.csv", "a") as vf:
                         for p_, v_ in vals.items():

@@ -48,7 +48,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -376,6 +376,18 @@ class Simulator:
         return True
 
     # -- results ---------------------------------------------------------------------------------
+    def end_times(self, job_ids: Iterable[str]) -> dict[str, float]:
+        """End times (s) of the finished jobs among ``job_ids`` (e.g. the ``finished`` of the
+        slot just stepped, whose jobs are the last ones to have finished)."""
+        wanted = set(job_ids)
+        out: dict[str, float] = {}
+        for job in reversed(self._done_jobs):
+            if len(out) == len(wanted):
+                break
+            if job.job_id in wanted:
+                out[job.job_id] = float(job.end_time)
+        return out
+
     def metrics(self, policy: str = "") -> RunMetrics:
         """Metrics of the run so far (complete once ``done``)."""
         records = [j.record(self.now) for j in self._done_jobs]
