@@ -103,7 +103,8 @@ def test_improved_slots_count_more_in_the_labels(warm_up):
 
 def test_policy_iteration_beats_its_warm_up_on_a_contended_tiny_cluster(warm_up, tmp_path):
     """Six iterations from the DRF warm-up lower the greedy network's avg JCT on held-out
-    seeds (a test that fails when the search or the distillation stops working)."""
+    seeds by more than 10% (a test that fails when the search or the distillation stops
+    working)."""
     cfg = PIConfig(presets=("tiny",), iterations=6, traces_per_preset=6, candidates=6, horizon=15, epochs=4,
                    lr=1e-3, batch_size=64, improved_weight=4, train_seeds=tuple(range(1, 40)),
                    val_seeds=(1001, 1002, 1003), references=(), workers=0, seed=1)
@@ -116,7 +117,7 @@ def test_policy_iteration_beats_its_warm_up_on_a_contended_tiny_cluster(warm_up,
     seeds = range(201, 211)
     warm = _greedy_avg_jct(warm_up, "tiny", seeds)
     tuned = _greedy_avg_jct(tmp_path / "pi" / "best.pt", "tiny", seeds)
-    assert tuned < 0.97 * warm, (tuned, warm)
+    assert tuned < 0.90 * warm, (tuned, warm)  # measured: 0.776 (seeds 1 and 2 of the run)
 
 
 @pytest.mark.parametrize("change, message", [
