@@ -329,8 +329,9 @@ def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iterat
 @click.option("--references", default="drf,optimus,srtf-gain", show_default=True,
               help="Policies drawn as reference lines on the learning curve ('' for none).")
 @click.option("--seed", type=int, default=0, show_default=True)
+@trace_source_options
 def train_pi(init, out, preset, iterations, traces_per_preset, candidates, horizon, epochs, lr, batch_size, keep,
-             improved_weight, train_seeds, val_seeds, max_slots, workers, references, seed):
+             improved_weight, train_seeds, val_seeds, max_slots, workers, references, seed, **trace_opts):
     """Policy iteration by rollouts: RL that distils a search over the network's own decisions.
 
     Every slot of some training traces, the greedy decision and decisions sampled from the
@@ -344,6 +345,7 @@ def train_pi(init, out, preset, iterations, traces_per_preset, candidates, horiz
     from dl2_mesos.policy.dl2.trainer import presets_of
     from dl2_mesos.policy.sim.settings import preset as get_preset
 
+    preset = trace_source_preset(preset, trace_opts)  # --trace FILE...: the cluster's own history
     try:
         names = presets_of(preset)
         for name in names:

@@ -1,4 +1,4 @@
-"""``dl2 train sl|rl --trace FILE...``: training on a cluster's own history (CSV or Philly-style)."""
+"""``dl2 train sl|rl|pi --trace FILE...``: training on a cluster's own history (CSV or Philly-style)."""
 
 from __future__ import annotations
 
@@ -74,10 +74,30 @@ def test_train_sl_on_a_trace_file(tmp_path):
     assert meta["preset"] == f"trace:{hist};base=tiny;window=2500.0;resample=1;length_jitter=0.2"
 
 
+def test_train_pi_on_a_trace_file(tmp_path):
+    """Policy iteration on the cluster's own history (a warm-up first, as an operator would)."""
+    hist = _history(tmp_path, 8, 1)
+    runner = CliRunner()
+    trace = ["--trace", str(hist), "--trace-base", "tiny", "--augment-window", "2500"]
+    res = runner.invoke(main, ["train", "sl", *trace, "--epochs", "1", "--seeds", "1-2", "--hidden", "16",
+                               "--window", "6", "--out", str(tmp_path / "sl.pt")])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(main, ["train", "pi", "--init", str(tmp_path / "sl.pt"), *trace, "--iterations", "1",
+                               "--traces-per-preset", "1", "--candidates", "3", "--horizon", "4",
+                               "--val-seeds", "1001", "--workers", "0", "--references", "",
+                               "--out", str(tmp_path / "pi")])
+    assert res.exit_code == 0, res.output
+    meta = torch.load(tmp_path / "pi" / "last.pt", map_location="cpu", weights_only=False)["meta"]
+    assert list(meta["pi_config"]["presets"]) == [f"trace:{hist};base=tiny;window=2500.0"]
+
+
 def test_train_rejects_a_missing_trace(tmp_path):
-    args = ["train", "rl", "--trace", str(tmp_path / "none.csv"), "--out", str(tmp_path)]
-    res = CliRunner().invoke(main, args)
-    assert res.exit_code != 0 and "does not exist" in res.output
+    for command in ("rl", "pi"):
+        args = ["train", command, "--trace", str(tmp_path / "none.csv"), "--out", str(tmp_path)]
+        if command == "pi":
+            args += ["--init", str(tmp_path / "none.pt")]
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code != 0 and "does not exist" in res.output
 
 
 def test_train_sl_mixes_a_trace_preset_and_a_longer_job_preset_with_also(tmp_path):
