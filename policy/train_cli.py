@@ -151,32 +151,39 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
 
 @train.command("set-rules")
 @click.argument("model", type=click.Path(dir_okay=False, exists=True))
-@click.option("--prune-growth/--no-prune-growth", required=True,
+@click.option("--prune-growth/--no-prune-growth", default=None,
               help="Mask grow actions that cannot make a job faster by the measured speed table.")
+@click.option("--idle-fastest/--no-idle-fastest", default=None,
+              help="When every job fits at its fastest size at once, give each that size (the network is not asked).")
 @click.option("--out", type=click.Path(dir_okay=False), required=True, callback=output_file,
-              help="Where to write the checkpoint (the same weights, the new rule).")
-def train_set_rules(model, prune_growth, out):
-    """Change a checkpoint's decision-loop rule without training (the weights stay as they are).
+              help="Where to write the checkpoint (the same weights, the new rules).")
+def train_set_rules(model, prune_growth, idle_fastest, out):
+    """Change a checkpoint's decision-loop rules without training (the weights stay as they are).
 
-    Growth pruning is a rule of the loop the network acts in, not of its weights, so it can be
-    switched on for a model trained without it (the shipped model was made so); its effect is
-    measured with `dl2 evaluate` or `dl2 matrix` like any other change.
+    Growth pruning and the idle-cluster rule belong to the loop the network acts in, not to its
+    weights, so they can be switched on for a model trained without them (the shipped model was
+    made so); their effect is measured with `dl2 evaluate` or `dl2 matrix` like any other change.
+    Rules not named keep their setting.
     """
     import dataclasses
 
     from dl2_mesos.policy.dl2.checkpoint import load_checkpoint, save_checkpoint
 
+    changes = {k: v for k, v in (("prune_growth", prune_growth), ("idle_fastest", idle_fastest)) if v is not None}
+    if not changes:
+        raise click.UsageError("name a rule to set: --prune-growth/--no-prune-growth or --idle-fastest/--no-idle-fastest")
     try:
         loaded = load_checkpoint(model)
     except CheckpointError as exc:
         raise click.ClickException(str(exc)) from None
     net = loaded.net
-    before = net.cfg.prune_growth
-    net.cfg = dataclasses.replace(net.cfg, prune_growth=prune_growth)
+    before = {k: getattr(net.cfg, k) for k in changes}
+    net.cfg = dataclasses.replace(net.cfg, **changes)
     meta = dict(loaded.meta)
-    meta["rules"] = {"from": str(model), "prune_growth": prune_growth}
+    meta["rules"] = {"from": str(model), **changes}
     save_checkpoint(out, net, version=loaded.version, meta=meta)
-    click.echo(f"wrote {out}: prune_growth {str(before).lower()} -> {str(prune_growth).lower()}, weights unchanged")
+    said = ", ".join(f"{k} {str(before[k]).lower()} -> {str(v).lower()}" for k, v in changes.items())
+    click.echo(f"wrote {out}: {said}, weights unchanged")
 
 
 @train.command("rl")
@@ -313,6 +320,9 @@ def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iterat
               help="Decisions compared per slot: the greedy one and this many less one sampled from the network.")
 @click.option("--horizon", type=click.IntRange(min=1), default=30, show_default=True,
               help="Slots each decision's simulated future runs (under the greedy network).")
+@click.option("--edits", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Also compare up to this many one-job edits of the greedy decision (a job it starts or "
+                   "grows held, started at its minimum, or grown half as far).")
 @click.option("--epochs", type=click.IntRange(min=1), default=3, show_default=True,
               help="Cross-entropy epochs per iteration.")
 @click.option("--lr", type=FiniteFloatRange(min=0, min_open=True), default=5e-4, show_default=True)
@@ -330,7 +340,7 @@ def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iterat
               help="Policies drawn as reference lines on the learning curve ('' for none).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @trace_source_options
-def train_pi(init, out, preset, iterations, traces_per_preset, candidates, horizon, epochs, lr, batch_size, keep,
+def train_pi(init, out, preset, iterations, traces_per_preset, candidates, horizon, edits, epochs, lr, batch_size, keep,
              improved_weight, train_seeds, val_seeds, max_slots, workers, references, seed, **trace_opts):
     """Policy iteration by rollouts: RL that distils a search over the network's own decisions.
 
@@ -358,8 +368,8 @@ def train_pi(init, out, preset, iterations, traces_per_preset, candidates, horiz
     try:
         load_checkpoint(init)  # fail fast, before any simulation
         cfg = PIConfig(presets=tuple(names), iterations=iterations, traces_per_preset=traces_per_preset,
-                       candidates=candidates, horizon=horizon, epochs=epochs, lr=lr, batch_size=batch_size, keep=keep,
-                       improved_weight=improved_weight, train_seeds=tuple(tr), val_seeds=tuple(va),
+                       candidates=candidates, horizon=horizon, edits=edits, epochs=epochs, lr=lr, batch_size=batch_size,
+                       keep=keep, improved_weight=improved_weight, train_seeds=tuple(tr), val_seeds=tuple(va),
                        references=tuple(n.strip() for n in references.split(",") if n.strip()), max_slots=max_slots,
                        workers=workers, seed=seed)
     except CheckpointError as exc:

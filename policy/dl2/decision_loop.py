@@ -14,6 +14,7 @@ import numpy as np
 
 from dl2_mesos.allocation import Allocation
 from dl2_mesos.cluster import ClusterState
+from dl2_mesos.policy.dl2.idle import idle_allocation
 from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.network import Actor, NumpyActor
 from dl2_mesos.policy.dl2.slot import PS, WORKER, SlotContext
@@ -27,7 +28,12 @@ BAD_RATIO = 10.0
 
 
 def run_slot(state: ClusterState, cfg: DL2Config, choose: Chooser) -> tuple[Allocation, list[Step]]:
-    """Decide one slot with ``choose``; returns the allocation and every inference made."""
+    """Decide one slot with ``choose``; returns the allocation and every inference made (none
+    when the config's idle-cluster rule decides the slot)."""
+    if cfg.idle_fastest:
+        idle = idle_allocation(state)
+        if idle is not None:
+            return idle, []
     ctx = SlotContext(state, cfg)
     steps: list[Step] = []
     void = cfg.void

@@ -43,6 +43,7 @@ import math
 import numpy as np
 
 from dl2_mesos.cluster import ClusterState
+from dl2_mesos.policy.dl2.idle import idle_allocation
 from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.features import (
     COUNT_SCALE,
@@ -172,6 +173,10 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
     With ``keep_steps=False`` (a decision nobody learns from) the steps list stays empty.
     """
     keep_steps = keep_steps or record
+    if cfg.idle_fastest:
+        idle = idle_allocation(state)
+        if idle is not None:
+            return idle, []
     kernel = kernel_of(fast)
     K = kernel.K
     if K != cfg.per_job:

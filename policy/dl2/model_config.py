@@ -49,6 +49,10 @@ class DL2Config:
             table (no size at or beyond the grown one is faster than the job's size now; see
             :mod:`~dl2_mesos.policy.dl2.growth`). A rule of the decision loop, not of the
             weights; checkpoints without the field (up to ``dl2-elastic-v8``) load with it off.
+        idle_fastest: the idle-cluster rule (see :mod:`~dl2_mesos.policy.dl2.idle`): when every
+            job present fits at its fastest size at once, the slot gives each job that size and
+            the network is not asked. A rule of the decision loop; checkpoints without the field
+            (up to ``dl2-elastic-v11``) load with it off.
         features: the per-job feature set: ``"base"`` (23 columns) or ``"gains"`` (also the
             speed-ups growth would give the job, 27 columns; see
             :mod:`~dl2_mesos.policy.dl2.features`). Checkpoints without the field load as
@@ -65,6 +69,7 @@ class DL2Config:
     order: str = "arrival"
     prune_growth: bool = False
     features: str = "base"
+    idle_fastest: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.window, int) or self.window < 1:
@@ -83,6 +88,8 @@ class DL2Config:
             raise ConfigError(f"order must be one of {ORDERS}, got {self.order!r}")
         if not isinstance(self.prune_growth, bool):
             raise ConfigError(f"prune_growth must be true or false, got {self.prune_growth!r}")
+        if not isinstance(self.idle_fastest, bool):
+            raise ConfigError(f"idle_fastest must be true or false, got {self.idle_fastest!r}")
         if self.features not in FEATURE_SETS:
             raise ConfigError(f"features must be one of {tuple(FEATURE_SETS)}, got {self.features!r}")
 

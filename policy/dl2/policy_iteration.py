@@ -64,6 +64,8 @@ class PIConfig:
     traces_per_preset: int = 2
     candidates: int = 8
     horizon: int = 30
+    #: one-job edits of the greedy decision searched besides the samples (0: samples only)
+    edits: int = 0
     epochs: int = 3
     lr: float = 5e-4
     batch_size: int = 256
@@ -80,7 +82,7 @@ class PIConfig:
         if not self.presets:
             raise ConfigError("policy iteration needs at least one training preset")
         for name, value, low in (("iterations", self.iterations, 1), ("traces_per_preset", self.traces_per_preset, 1),
-                                 ("candidates", self.candidates, 2), ("horizon", self.horizon, 1),
+                                 ("candidates", self.candidates, 2), ("horizon", self.horizon, 1), ("edits", self.edits, 0),
                                  ("epochs", self.epochs, 1), ("batch_size", self.batch_size, 1),
                                  ("keep", self.keep, 1), ("improved_weight", self.improved_weight, 1),
                                  ("workers", self.workers, 0)):
@@ -113,6 +115,7 @@ class ImproveSpec:
     chooser_seed: int
     improved_weight: int = 1
     max_slots: int | None = None
+    edits: int = 0
 
 
 @dataclass(frozen=True)
@@ -136,7 +139,8 @@ def improve_trace(spec: ImproveSpec) -> ImprovedTrace:
     torch.set_num_threads(1)
     try:
         sim = make_sim(spec.preset, spec.seed, spec.max_slots)
-        improver = RolloutImprover(sim, cfg, net.actor, spec.candidates, spec.horizon, spec.chooser_seed)
+        improver = RolloutImprover(sim, cfg, net.actor, spec.candidates, spec.horizon, spec.chooser_seed,
+                                   spec.edits)
         D, A = input_size(cfg.window, cfg.arch, cfg.features), cfg.num_actions
         slots: list[SlotData] = []
         state = sim.state()
@@ -199,7 +203,7 @@ def run_policy_iteration(
                 sd = actor_state(net.actor)
                 specs = [ImproveSpec(p, int(rng.choice(cfg.train_seeds)), net.cfg.to_dict(), sd, cfg.candidates,
                                      cfg.horizon, int(cfg.seed * 100003 + it * 101 + k), cfg.improved_weight,
-                                     cfg.max_slots)
+                                     cfg.max_slots, cfg.edits)
                          for k, p in enumerate(p for p in presets for _ in range(cfg.traces_per_preset))]
                 runs = runner.map(improve_trace, specs)
                 history = [*history, [r.slots for r in runs]][-cfg.keep:]

@@ -9,19 +9,26 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from dl2_mesos.allocation import Allocation
+from dl2_mesos.allocation import Allocation, JobAllocation, validate_allocation
 from dl2_mesos.cli import main as cli_main
 from dl2_mesos.errors import ConfigError
 from dl2_mesos.policy.dl2.checkpoint import load_checkpoint, save_checkpoint
 from dl2_mesos.policy.dl2.dl2_policy import DL2Policy
+from dl2_mesos.policy.dl2.growth import speed_and_best_lists
 from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.network import ActorCritic, NumpyActor
 from dl2_mesos.policy.dl2.policy_iteration import ImproveSpec, PIConfig, improve_trace, run_policy_iteration
 from dl2_mesos.policy.dl2.rollout import actor_state, make_sim
-from dl2_mesos.policy.dl2.rollout_teacher import RolloutImprover, greedy_decision
+from dl2_mesos.policy.dl2.rollout_teacher import (
+    RolloutImprover,
+    fastest_fitting,
+    greedy_decision,
+    one_job_edits,
+)
 from dl2_mesos.policy.dl2.supervised import SLConfig
 from dl2_mesos.policy.dl2.trainer import run_sl
 from dl2_mesos.policy.sim.simulator import run
+from dl2_mesos.resources import ZERO
 
 CFG = DL2Config(window=6, hidden=32, actions="elastic", order="priority")
 
@@ -90,6 +97,80 @@ def test_searching_to_the_end_of_the_trace_is_never_worse_than_greedy(warm_up):
     assert min(ratios) < 0.99, ratios
 
 
+def test_one_job_edits_change_one_started_or_grown_job(warm_up):
+    """Every edit differs from the decision in exactly one job the decision starts or grows and
+    is a valid allocation: either the job's fastest size that fits (more than the decision, and
+    faster by the speed table) or no more than the decision gives it (held, started at its
+    minimum, or grown half as far); a waiting job's minimum start and a faster start are among
+    them."""
+    net = load_checkpoint(warm_up).net
+    fast = NumpyActor(net.actor)
+    seen_min_start = seen = 0
+    for seed in (1, 2, 3):
+        sim = make_sim("tiny", seed)
+        while not sim.done and sim.slot < 40:
+            state = sim.state()
+            decision = greedy_decision(state, net.cfg, fast)
+            edits = one_job_edits(state, decision)
+            assert len(set(edits)) == len(edits) and decision not in edits
+            for alt in edits:
+                validate_allocation(alt, state)
+                changed = [j for j in state.jobs if alt.get_counts(j.job_id) != decision.get_counts(j.job_id)]
+                assert len(changed) == 1
+                job = changed[0]
+                old, new, want = (job.num_ps, job.num_workers), alt.get_counts(job.job_id), decision.get_counts(job.job_id)
+                assert want.num_ps + want.num_workers > sum(old)  # the decision started or grew it
+                if new.num_ps >= want.num_ps and new.num_workers >= want.num_workers:
+                    speed, _ = speed_and_best_lists(job.spec.job_type, job.spec.max_ps, job.spec.max_workers, True)
+                    assert speed[new.num_ps][new.num_workers] > speed[want.num_ps][want.num_workers]
+                else:
+                    assert new.num_ps <= want.num_ps and new.num_workers <= want.num_workers
+                if job.num_workers == 0 and (new.num_ps, new.num_workers) == (job.spec.min_ps, job.spec.min_workers):
+                    seen_min_start += 1
+                seen += 1
+            sim.step(decision)
+    assert seen > 0 and seen_min_start > 0
+
+
+def test_the_fastest_fitting_size_is_faster_fits_the_room_and_is_none_without_room():
+    job = make_sim("tiny", 1).state().jobs[0]
+    start = JobAllocation(1, 1)
+    speed, _ = speed_and_best_lists(job.spec.job_type, job.spec.max_ps, job.spec.max_workers, True)
+    assert fastest_fitting(job, start, ZERO) is None
+    for room in (job.demand(1, 1), job.demand(4, 4), job.demand(40, 40)):
+        size = fastest_fitting(job, start, room)
+        assert size is not None and size.num_ps >= 1 and size.num_workers >= 1
+        assert speed[size.num_ps][size.num_workers] > speed[1][1]
+        assert (job.demand(size.num_ps, size.num_workers) - job.demand(1, 1)).fits_in(room)
+        # nothing within the room is faster
+        assert all(speed[p][w] <= speed[size.num_ps][size.num_workers]
+                   for p in range(1, len(speed)) for w in range(1, len(speed[p]))
+                   if (job.demand(p, w) - job.demand(1, 1)).fits_in(room))
+    whole = fastest_fitting(job, start, job.demand(40, 40))
+    assert speed[whole.num_ps][whole.num_workers] == max(max(row[1:]) for row in speed[1:])
+
+
+def test_the_improver_with_edits_keeps_its_guarantee_and_uses_them(warm_up):
+    """Edits are candidates like the samples: the choice never scores below greedy, and with
+    edits alone (one candidate: no samples) the search still improves some slots."""
+    net = load_checkpoint(warm_up).net
+    with pytest.raises(ValueError, match="edits"):
+        RolloutImprover(make_sim("tiny", 1), net.cfg, net.actor, edits=-1)
+    fast = NumpyActor(net.actor)
+    improved = 0
+    for seed in (1, 2):
+        sim = make_sim("tiny", seed)
+        improver = RolloutImprover(sim, net.cfg, net.actor, candidates=1, horizon=10, seed=1, edits=4)
+        while not sim.done and sim.slot < 15:
+            state = sim.state()
+            choice = improver.decide(state)
+            if state.jobs:
+                assert improver.score(choice) >= improver.score(greedy_decision(state, net.cfg, fast)) - 1e-9
+            sim.step(choice)
+        improved += improver.improved
+    assert improved > 0
+
+
 def test_improved_slots_count_more_in_the_labels(warm_up):
     net = load_checkpoint(warm_up).net
     spec = dict(preset="tiny", seed=5, config=net.cfg.to_dict(), actor=actor_state(net.actor), candidates=6,
@@ -123,6 +204,7 @@ def test_policy_iteration_beats_its_warm_up_on_a_contended_tiny_cluster(warm_up,
 @pytest.mark.parametrize("change, message", [
     ({"candidates": 1}, "candidates must be an integer >= 2"),
     ({"horizon": 0}, "horizon must be an integer >= 1"),
+    ({"edits": -1}, "edits must be an integer >= 0"),
     ({"keep": True}, "keep must be an integer"),
     ({"lr": float("nan")}, "lr must be a finite number"),
     ({"lr": 0.0}, "lr must be a finite number"),
@@ -138,7 +220,7 @@ def test_the_cli_trains_and_refuses_bad_input(warm_up, tmp_path):
     runner = CliRunner()
     base = ["train", "pi", "--init", str(warm_up), "--preset", "tiny", "--workers", "0", "--references", ""]
     res = runner.invoke(cli_main, [*base, "--iterations", "1", "--traces-per-preset", "1", "--candidates", "3",
-                                   "--horizon", "5", "--val-seeds", "1001", "--out", str(tmp_path / "ok")])
+                                   "--horizon", "5", "--edits", "2", "--val-seeds", "1001", "--out", str(tmp_path / "ok")])
     assert res.exit_code == 0, res.output
     assert "best validation avg JCT" in res.output
     assert load_checkpoint(tmp_path / "ok" / "last.pt").meta["iteration"] == 1
@@ -147,6 +229,7 @@ def test_the_cli_trains_and_refuses_bad_input(warm_up, tmp_path):
         (["--preset", "no-such-preset"], 2, "--preset"),
         (["--train-seeds", "1-10", "--val-seeds", "5-6"], 2, "overlap"),
         (["--lr", "nan"], 2, "--lr"),
+        (["--edits", "-1"], 2, "--edits"),
     ]:
         res = runner.invoke(cli_main, [*base, *args, "--out", str(tmp_path / "bad")])
         assert res.exit_code == code, (args, res.output)
