@@ -38,7 +38,7 @@ from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.network import Actor, NumpyActor
 from dl2_mesos.policy.dl2.rollout import jct_reward
 from dl2_mesos.policy.sim.simulator import Simulator
-from dl2_mesos.resources import ZERO
+from dl2_mesos.resources import ZERO, Resources
 
 
 def greedy_decision(state: ClusterState, cfg: DL2Config, fast: NumpyActor) -> Allocation:
@@ -48,7 +48,7 @@ def greedy_decision(state: ClusterState, cfg: DL2Config, fast: NumpyActor) -> Al
     return run_slot_greedy_fast(state, cfg, fast, keep_steps=False)[0]
 
 
-def fastest_fitting(job: JobView, counts: JobAllocation, room) -> JobAllocation | None:
+def fastest_fitting(job: JobView, counts: JobAllocation, room: Resources) -> JobAllocation | None:
     """The fastest size at or beyond ``counts`` (by the measured speed table) whose extra
     demand fits in the aggregate resources ``room``; the smallest such size on a tie, and None
     when no size beyond ``counts`` that fits is faster."""
