@@ -149,6 +149,10 @@ class SpeedModel:
         """Epochs per second (reference semantics: samples/s divided by the type's epoch_size)."""
         return self.samples_per_second(job_type, num_ps, num_workers, uses_ps) / self._epoch_size[job_type]
 
+    def epoch_size(self, job_type: str) -> float:
+        """Samples per epoch of ``job_type`` (the divisor of :meth:`epochs_per_second`)."""
+        return self._epoch_size[job_type]
+
     def table(self, job_type: str) -> np.ndarray:
         """The (TABLE_MAX+1)^2 table of samples/s indexed [num_ps, num_workers] (read-only view)."""
         v = self._tables[get_job_type(job_type).name].view()

@@ -155,12 +155,14 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
               help="Mask grow actions that cannot make a job faster by the measured speed table.")
 @click.option("--idle-fastest/--no-idle-fastest", default=None,
               help="When every job fits at its fastest size at once, give each that size (the network is not asked).")
+@click.option("--restart-payback/--no-restart-payback", default=None,
+              help="Mask growth of a running job whose speed-up on its remaining work cannot repay its restart cost.")
 @click.option("--out", type=click.Path(dir_okay=False), required=True, callback=output_file,
               help="Where to write the checkpoint (the same weights, the new rules).")
-def train_set_rules(model, prune_growth, idle_fastest, out):
+def train_set_rules(model, prune_growth, idle_fastest, restart_payback, out):
     """Change a checkpoint's decision-loop rules without training (the weights stay as they are).
 
-    Growth pruning and the idle-cluster rule belong to the loop the network acts in, not to its
+    Growth pruning, the idle-cluster rule and the restart-payback mask belong to the loop the network acts in, not to its
     weights, so they can be switched on for a model trained without them (the shipped model was
     made so); their effect is measured with `dl2 evaluate` or `dl2 matrix` like any other change.
     Rules not named keep their setting.
@@ -169,9 +171,11 @@ def train_set_rules(model, prune_growth, idle_fastest, out):
 
     from dl2_mesos.policy.dl2.checkpoint import load_checkpoint, save_checkpoint
 
-    changes = {k: v for k, v in (("prune_growth", prune_growth), ("idle_fastest", idle_fastest)) if v is not None}
+    rules = (("prune_growth", prune_growth), ("idle_fastest", idle_fastest), ("restart_payback", restart_payback))
+    changes = {k: v for k, v in rules if v is not None}
     if not changes:
-        raise click.UsageError("name a rule to set: --prune-growth/--no-prune-growth or --idle-fastest/--no-idle-fastest")
+        raise click.UsageError("name a rule to set: --prune-growth, --idle-fastest or --restart-payback "
+                               "(or their --no- forms)")
     try:
         loaded = load_checkpoint(model)
     except CheckpointError as exc:

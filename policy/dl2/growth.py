@@ -60,9 +60,11 @@ def speed_and_best_lists(job_type: str, max_ps: int, max_workers: int,
     return speed.tolist(), best.tolist()
 
 
-def useful_growth(speed, best, ps: int, workers: int) -> tuple[bool, bool, bool]:
+def useful_growth(speed, best, ps: int, workers: int, need: float = 0.0) -> tuple[bool, bool, bool]:
     """Whether +1 worker, +1 PS and +1 PS with +1 worker can still make a job running
-    ``ps`` PS and ``workers`` workers faster (False where the step leaves the caps).
+    ``ps`` PS and ``workers`` workers faster (False where the step leaves the caps), and,
+    when ``need`` is given, reach at least that speed at or beyond the grown size (the
+    restart-payback rule: :func:`payback_speed`).
 
     ``speed`` and ``best`` are the pair of :func:`speed_and_best_beyond` (arrays) or of
     :func:`speed_and_best_lists`; both are indexed ``[p][w]``.
@@ -71,6 +73,8 @@ def useful_growth(speed, best, ps: int, workers: int) -> tuple[bool, bool, bool]
     if ps >= rows or workers >= cols:
         return False, False, False
     now = speed[ps][workers]
+    if need > now:
+        now = need * (1.0 - 1e-12)  # "faster than now" becomes "at least the payback speed"
     more_w = workers + 1 < cols
     more_p = ps + 1 < rows
     return (
@@ -78,6 +82,26 @@ def useful_growth(speed, best, ps: int, workers: int) -> tuple[bool, bool, bool]
         bool(more_p and best[ps + 1][workers] > now),
         bool(more_w and more_p and best[ps + 1][workers + 1] > now),
     )
+
+
+def payback_speed(speed_now: float, remaining_samples: float, restart_seconds: float) -> float:
+    """The speed (samples/s) a running job must reach for a rescale to pay for itself.
+
+    Growing a running job restarts it: it loses ``restart_seconds`` of training, and the rest
+    of its work, ``remaining_samples``, then runs at the new speed ``s`` instead of
+    ``speed_now``. That saves ``remaining/speed_now - remaining/s`` seconds, which repays the
+    restart only if ``s >= 1 / (1/speed_now - restart/remaining)``. Near its end a job's
+    remaining work is too small for any speed-up to repay the restart (``inf``); a job that
+    makes no progress now (``speed_now`` 0) or restarts for free needs nothing (0). The rule
+    uses the measured table's speeds, like growth pruning; the job's other costs (the capacity
+    it takes from others) are the policy's to weigh.
+    """
+    if restart_seconds <= 0 or speed_now <= 0:
+        return 0.0
+    if remaining_samples <= 0:
+        return math.inf
+    slack = 1.0 / speed_now - restart_seconds / remaining_samples
+    return math.inf if slack <= 0 else 1.0 / slack
 
 
 def growth_gains(speed, best, ps: int, workers: int, start_ps: int,
@@ -110,4 +134,4 @@ def growth_gains(speed, best, ps: int, workers: int, start_ps: int,
     )
 
 
-__all__ = ["growth_gains", "speed_and_best_beyond", "speed_and_best_lists", "useful_growth"]
+__all__ = ["growth_gains", "payback_speed", "speed_and_best_beyond", "speed_and_best_lists", "useful_growth"]

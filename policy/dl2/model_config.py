@@ -53,6 +53,12 @@ class DL2Config:
             job present fits at its fastest size at once, the slot gives each job that size and
             the network is not asked. A rule of the decision loop; checkpoints without the field
             (up to ``dl2-elastic-v11``) load with it off.
+        restart_payback: growth of a running job must repay its restart cost on the job's
+            remaining work (see :func:`~dl2_mesos.policy.dl2.growth.payback_speed`): a grow
+            action is masked unless some size at or beyond its target would (it includes growth
+            pruning's test), and a job the slot leaves at a size that would not goes back to
+            the size it ran at (``SlotContext.settle_growth``). A rule of the decision loop;
+            checkpoints without the field load with it off.
         features: the per-job feature set: ``"base"`` (23 columns) or ``"gains"`` (also the
             speed-ups growth would give the job, 27 columns; see
             :mod:`~dl2_mesos.policy.dl2.features`). Checkpoints without the field load as
@@ -70,6 +76,7 @@ class DL2Config:
     prune_growth: bool = False
     features: str = "base"
     idle_fastest: bool = False
+    restart_payback: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.window, int) or self.window < 1:
@@ -90,6 +97,8 @@ class DL2Config:
             raise ConfigError(f"prune_growth must be true or false, got {self.prune_growth!r}")
         if not isinstance(self.idle_fastest, bool):
             raise ConfigError(f"idle_fastest must be true or false, got {self.idle_fastest!r}")
+        if not isinstance(self.restart_payback, bool):
+            raise ConfigError(f"restart_payback must be true or false, got {self.restart_payback!r}")
         if self.features not in FEATURE_SETS:
             raise ConfigError(f"features must be one of {tuple(FEATURE_SETS)}, got {self.features!r}")
 

@@ -51,9 +51,9 @@ from __future__ import annotations
 import numpy as np
 
 from dl2_mesos.allocation import Allocation, JobAllocation, validate_allocation
-from dl2_mesos.cluster import ClusterState
+from dl2_mesos.cluster import ClusterState, JobView
 from dl2_mesos.placement import PlacementBoard
-from dl2_mesos.policy.dl2.growth import growth_gains, speed_and_best_lists, useful_growth
+from dl2_mesos.policy.dl2.growth import growth_gains, payback_speed, speed_and_best_lists, useful_growth
 from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.priority import job_order
 from dl2_mesos.policy.dl2.features import (
@@ -68,6 +68,7 @@ from dl2_mesos.policy.dl2.features import (
     static_job_features,
 )
 from dl2_mesos.resources import Resources
+from dl2_mesos.speed_model import default_speed_model
 
 WORKER, PS, BUNDLE = 0, 1, 2
 SHRINK_WORKER, SHRINK_PS, PAUSE = 3, 4, 5
@@ -88,6 +89,18 @@ def decode_action(action: int, window: int, per_job: int = 3) -> tuple[int, int]
     if not 0 <= action < per_job * window:
         raise ValueError(f"action {action} is not a job action for window {window}")
     return action // per_job, action % per_job
+
+
+def _payback_need(job: JobView, speed: list[list[float]]) -> float:
+    """The speed a running job's growth must reach to repay its restart (0 for a job that runs
+    nothing: starting it costs no restart); ``speed`` is its table, ``[p][w]`` in samples/s."""
+    p, w = job.num_ps, job.num_workers
+    if p == 0 and w == 0:
+        return 0.0
+    if not speed or p >= len(speed) or w >= len(speed[0]):
+        return 0.0  # counts beyond its caps (a cap lowered while it ran): leave it to pruning
+    remaining = job.remaining_epochs * default_speed_model().epoch_size(job.spec.job_type)
+    return payback_speed(speed[p][w], remaining, job.restart_cost_seconds)
 
 
 class SlotContext:
@@ -185,15 +198,19 @@ class SlotContext:
         #: all True when the config does not prune growth (lists: read once per action)
         self._useful: list[tuple[bool, bool, bool]] = [(True, True, True)] * n
         self._grids: list[tuple[list[list[float]], list[list[float]]]] | None = None
-        if config.prune_growth or self.with_gains:
+        self._prune = config.prune_growth or config.restart_payback
+        if self._prune or self.with_gains:
             self._grids = [speed_and_best_lists(j.spec.job_type, mp, mw, u)
                            for j, mp, mw, u in zip(jobs, max_ps, max_w, self.uses_ps.tolist())]
         self._start_psl, self._start_wl = self.start_ps.tolist(), self.start_w.tolist()
+        #: per job row: the speed growth must reach to repay a restart (0: no such test)
+        self._need: list[float] = [0.0] * n
+        if config.restart_payback and config.start == "current":
+            self._need = [_payback_need(j, grid[0]) for j, grid in zip(jobs, self._grids)]  # type: ignore[arg-type]
         # the speed grids also feed the gains columns; only pruning may turn them into masks
-        self._prune = config.prune_growth
         if self._prune:
-            self._useful = [useful_growth(speed, best, p, w)
-                            for (speed, best), p, w in zip(self._grids, self.ps.tolist(), self.w.tolist())]
+            self._useful = [useful_growth(speed, best, p, w, need) for (speed, best), p, w, need
+                            in zip(self._grids, self.ps.tolist(), self.w.tolist(), self._need)]
         self._waiting = 0
         #: job rows in the configured order (starters, no-stall restart) and the window sequence
         self.rank, sequence = job_order(state, config.order)
@@ -221,7 +238,7 @@ class SlotContext:
     def _refresh_useful(self, i: int) -> None:
         """Recompute job row ``i``'s useful grow kinds after its counts changed (pruning on)."""
         speed, best = self._grids[i]  # type: ignore[index]
-        self._useful[i] = useful_growth(speed, best, int(self.ps[i]), int(self.w[i]))
+        self._useful[i] = useful_growth(speed, best, int(self.ps[i]), int(self.w[i]), self._need[i])
 
     @property
     def free(self) -> np.ndarray:
@@ -516,6 +533,31 @@ class SlotContext:
                 self._remove(i, PS)
         self.dir[i] = _SHRUNK
         return True
+
+    def settle_growth(self) -> None:
+        """Restart-payback rule, end of the slot: a running job grown to a size slower than its
+        payback speed goes back to the size it ran at (its new tasks are given back).
+
+        The per-action mask lets a job grow while some size at or beyond the grown one would
+        repay the restart, so that it can pass through slower sizes on the way; where the
+        decision stops short of any size that repays, the rescale would cost the job more than
+        it gains, and the job keeps its tasks as they were (no restart).
+        """
+        if not self.cfg.restart_payback or self._grids is None:
+            return
+        for i, need in enumerate(self._need):
+            if need <= 0.0 or self.dir[i] != _GROWN:
+                continue
+            p, w, p0, w0 = int(self.ps[i]), int(self.w[i]), int(self.ps0[i]), int(self.w0[i])
+            if p < p0 or w < w0 or (p, w) == (p0, w0) or self._grids[i][0][p][w] >= need:
+                continue
+            for role, extra in ((WORKER, w - w0), (PS, p - p0)):
+                where = self._where[i][0 if role == WORKER else 1]
+                for _ in range(extra):  # the newest tasks are the slot's own
+                    self._release(where.pop(), self.w_res[i] if role == WORKER else self.ps_res[i])
+            self.ps[i], self.w[i] = p0, w0
+            self.dir[i] = 0
+            self._refresh_useful(i)
 
     def ensure_progress(self) -> None:
         """No stall: when the decision leaves every job without tasks (e.g. all paused), the
