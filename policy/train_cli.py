@@ -157,12 +157,14 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
               help="When every job fits at its fastest size at once, give each that size (the network is not asked).")
 @click.option("--restart-payback/--no-restart-payback", default=None,
               help="Mask growth of a running job whose speed-up on its remaining work cannot repay its restart cost.")
+@click.option("--restore-idle-shrinks/--no-restore-idle-shrinks", default=None,
+              help="Give a shrunk or paused job its tasks back when no other job took the room it freed.")
 @click.option("--out", type=click.Path(dir_okay=False), required=True, callback=output_file,
               help="Where to write the checkpoint (the same weights, the new rules).")
-def train_set_rules(model, prune_growth, idle_fastest, restart_payback, out):
+def train_set_rules(model, prune_growth, idle_fastest, restart_payback, restore_idle_shrinks, out):
     """Change a checkpoint's decision-loop rules without training (the weights stay as they are).
 
-    Growth pruning, the idle-cluster rule and the restart-payback mask belong to the loop the network acts in, not to its
+    Growth pruning, the idle-cluster rule, the restart-payback mask and the idle-shrink rule belong to the loop the network acts in, not to its
     weights, so they can be switched on for a model trained without them (the shipped model was
     made so); their effect is measured with `dl2 evaluate` or `dl2 matrix` like any other change.
     Rules not named keep their setting.
@@ -171,11 +173,12 @@ def train_set_rules(model, prune_growth, idle_fastest, restart_payback, out):
 
     from dl2_mesos.policy.dl2.checkpoint import load_checkpoint, save_checkpoint
 
-    rules = (("prune_growth", prune_growth), ("idle_fastest", idle_fastest), ("restart_payback", restart_payback))
+    rules = (("prune_growth", prune_growth), ("idle_fastest", idle_fastest), ("restart_payback", restart_payback),
+             ("restore_idle_shrinks", restore_idle_shrinks))
     changes = {k: v for k, v in rules if v is not None}
     if not changes:
-        raise click.UsageError("name a rule to set: --prune-growth, --idle-fastest or --restart-payback "
-                               "(or their --no- forms)")
+        raise click.UsageError("name a rule to set: --prune-growth, --idle-fastest, --restart-payback or "
+                               "--restore-idle-shrinks (or their --no- forms)")
     try:
         loaded = load_checkpoint(model)
     except CheckpointError as exc:

@@ -56,6 +56,7 @@ def run_slot(state: ClusterState, cfg: DL2Config, choose: Chooser) -> tuple[Allo
             steps.append(Step(x, mask, a, job_id))
             ctx.apply(window, a)
     ctx.settle_growth()
+    ctx.settle_shrinks()
     ctx.ensure_progress()
     return ctx.allocation(), steps
 

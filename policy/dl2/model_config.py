@@ -59,6 +59,11 @@ class DL2Config:
             pruning's test), and a job the slot leaves at a size that would not goes back to
             the size it ran at (``SlotContext.settle_growth``). A rule of the decision loop;
             checkpoints without the field load with it off.
+        restore_idle_shrinks: a running job the slot's decision shrank or paused gets its tasks
+            back at the end of the slot when the room it freed is still free (no other job took
+            it), unless the smaller size is faster by the speed table
+            (``SlotContext.settle_shrinks``). A rule of the decision loop; checkpoints without
+            the field load with it off.
         features: the per-job feature set: ``"base"`` (23 columns) or ``"gains"`` (also the
             speed-ups growth would give the job, 27 columns; see
             :mod:`~dl2_mesos.policy.dl2.features`). Checkpoints without the field load as
@@ -77,6 +82,7 @@ class DL2Config:
     features: str = "base"
     idle_fastest: bool = False
     restart_payback: bool = False
+    restore_idle_shrinks: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.window, int) or self.window < 1:
@@ -99,6 +105,8 @@ class DL2Config:
             raise ConfigError(f"idle_fastest must be true or false, got {self.idle_fastest!r}")
         if not isinstance(self.restart_payback, bool):
             raise ConfigError(f"restart_payback must be true or false, got {self.restart_payback!r}")
+        if not isinstance(self.restore_idle_shrinks, bool):
+            raise ConfigError(f"restore_idle_shrinks must be true or false, got {self.restore_idle_shrinks!r}")
         if self.features not in FEATURE_SETS:
             raise ConfigError(f"features must be one of {tuple(FEATURE_SETS)}, got {self.features!r}")
 

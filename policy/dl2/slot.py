@@ -551,13 +551,62 @@ class SlotContext:
             p, w, p0, w0 = int(self.ps[i]), int(self.w[i]), int(self.ps0[i]), int(self.w0[i])
             if p < p0 or w < w0 or (p, w) == (p0, w0) or self._grids[i][0][p][w] >= need:
                 continue
-            for role, extra in ((WORKER, w - w0), (PS, p - p0)):
-                where = self._where[i][0 if role == WORKER else 1]
-                for _ in range(extra):  # the newest tasks are the slot's own
-                    self._release(where.pop(), self.w_res[i] if role == WORKER else self.ps_res[i])
-            self.ps[i], self.w[i] = p0, w0
+            self._give_back_newest(i, w - w0, p - p0)  # the newest tasks are the slot's own
             self.dir[i] = 0
+
+    def _give_back_newest(self, i: int, workers: int, ps: int) -> None:
+        """Stop job ``i``'s ``workers`` and ``ps`` most recently placed tasks (undoing this
+        slot's own placements, which are the newest of its task lists)."""
+        for role, count in ((WORKER, workers), (PS, ps)):
+            where = self._where[i][0 if role == WORKER else 1]
+            for _ in range(count):
+                self._release(where.pop(), self.w_res[i] if role == WORKER else self.ps_res[i])
+        self.w[i] -= workers
+        self.ps[i] -= ps
+        if self.ps[i] == 0 and self.w[i] == 0 and self._fitcount is not None and (workers or ps):
+            self._waiting += 1
+        if self._prune:
             self._refresh_useful(i)
+
+    def settle_shrinks(self) -> None:
+        """Idle-shrink rule, end of the slot: a running job the decision shrank or paused gets
+        its tasks back when the room it freed is still free, i.e. no other job of the slot took
+        it (its counts back as they were: no restart).
+
+        A shrink costs the job its restart and slows it; it pays only by the room it hands to
+        other jobs. Where the room would stay idle until the next slot, the shrink is undone,
+        in the job order, while each job's whole former size fits again (all or nothing). A
+        shrink to a size the speed table says is faster (the table is not monotone) is kept.
+        """
+        if not self.cfg.restore_idle_shrinks or self.cfg.start != "current":
+            return
+        sm = default_speed_model()
+        for i in self.rank:
+            if self.dir[i] != _SHRUNK:
+                continue
+            p, w, p0, w0 = int(self.ps[i]), int(self.w[i]), int(self.ps0[i]), int(self.w0[i])
+            if p > p0 or w > w0 or (p0 == 0 and w0 == 0):
+                continue
+            jt, uses_ps = self.state.jobs[i].spec.job_type, bool(self.uses_ps[i])
+            if p and w and sm.samples_per_second(jt, p, w, uses_ps) > sm.samples_per_second(jt, p0, w0, uses_ps):
+                continue
+            placed_w = placed_p = 0
+            ok = True
+            for kind, count in ((WORKER, w0 - w), (PS, p0 - p)):
+                for _ in range(count):
+                    if not self._place(i, kind):
+                        ok = False
+                        break
+                    if kind == WORKER:
+                        placed_w += 1
+                    else:
+                        placed_p += 1
+                if not ok:
+                    break
+            if ok:
+                self.dir[i] = 0
+            else:
+                self._give_back_newest(i, placed_w, placed_p)
 
     def ensure_progress(self) -> None:
         """No stall: when the decision leaves every job without tasks (e.g. all paused), the
