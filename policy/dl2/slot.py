@@ -590,23 +590,15 @@ class SlotContext:
             jt, uses_ps = self.state.jobs[i].spec.job_type, bool(self.uses_ps[i])
             if p and w and sm.samples_per_second(jt, p, w, uses_ps) > sm.samples_per_second(jt, p0, w0, uses_ps):
                 continue
-            placed_w = placed_p = 0
-            ok = True
-            for kind, count in ((WORKER, w0 - w), (PS, p0 - p)):
-                for _ in range(count):
-                    if not self._place(i, kind):
-                        ok = False
-                        break
-                    if kind == WORKER:
-                        placed_w += 1
-                    else:
-                        placed_p += 1
-                if not ok:
-                    break
-            if ok:
+            back = [WORKER] * (w0 - w) + [PS] * (p0 - p)
+            placed = 0
+            while placed < len(back) and self._place(i, back[placed]):
+                placed += 1
+            if placed == len(back):
                 self.dir[i] = 0
-            else:
-                self._give_back_newest(i, placed_w, placed_p)
+            else:  # all or nothing
+                done = back[:placed]
+                self._give_back_newest(i, done.count(WORKER), done.count(PS))
 
     def ensure_progress(self) -> None:
         """No stall: when the decision leaves every job without tasks (e.g. all paused), the
