@@ -164,9 +164,9 @@ def train_sl(teacher, preset, seeds, epochs, lr, batch_size, label_running, also
 def train_set_rules(model, prune_growth, idle_fastest, restart_payback, restore_idle_shrinks, out):
     """Change a checkpoint's decision-loop rules without training (the weights stay as they are).
 
-    Growth pruning, the idle-cluster rule, the restart-payback mask and the idle-shrink rule belong to the loop the network acts in, not to its
-    weights, so they can be switched on for a model trained without them (the shipped model was
-    made so); their effect is measured with `dl2 evaluate` or `dl2 matrix` like any other change.
+    Growth pruning, the idle-cluster rule, the restart-payback rule and the idle-shrink rule
+    belong to the loop the network acts in, not to its weights, so they can be switched on for a
+    model trained without them (the shipped model was made so); their effect is measured with `dl2 evaluate` or `dl2 matrix` like any other change.
     Rules not named keep their setting.
     """
     import dataclasses

@@ -55,10 +55,7 @@ def run_slot(state: ClusterState, cfg: DL2Config, choose: Chooser) -> tuple[Allo
             job_id = ctx.job_ids[int(window[a // K])]
             steps.append(Step(x, mask, a, job_id))
             ctx.apply(window, a)
-    ctx.settle_growth()
-    ctx.settle_shrinks()
-    ctx.ensure_progress()
-    return ctx.allocation(), steps
+    return ctx.finish(), steps
 
 
 def run_slot_greedy(state: ClusterState, cfg: DL2Config, fast: NumpyActor,

@@ -275,7 +275,4 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
             else:  # only this job's own actions changed
                 ctx.mask_row(i, jm[col])
                 JPm[col] = np.where(jm[col], u[:K], _NEG_INF)
-    ctx.settle_growth()
-    ctx.settle_shrinks()
-    ctx.ensure_progress()
-    return ctx.allocation(), steps
+    return ctx.finish(), steps

@@ -600,6 +600,15 @@ class SlotContext:
                 done = back[:placed]
                 self._give_back_newest(i, done.count(WORKER), done.count(PS))
 
+    def finish(self) -> Allocation:
+        """End the slot's decision: the end-of-slot rules the config switches on (payback
+        settle, idle-shrink restore), then the no-stall restart, then the allocation. Both
+        decision loops end here."""
+        self.settle_growth()
+        self.settle_shrinks()
+        self.ensure_progress()
+        return self.allocation()
+
     def ensure_progress(self) -> None:
         """No stall: when the decision leaves every job without tasks (e.g. all paused), the
         jobs are started again in the configured order while their minimum fits."""
