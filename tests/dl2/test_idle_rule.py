@@ -6,11 +6,8 @@ from dataclasses import replace
 
 import pytest
 import torch
-from click.testing import CliRunner
 
 from dl2_mesos.allocation import Allocation, validate_allocation
-from dl2_mesos.cli import main as cli_main
-from dl2_mesos.errors import ConfigError
 from dl2_mesos.jobs import JobSpec
 from dl2_mesos.policy.dl2.checkpoint import load_checkpoint, save_checkpoint
 from dl2_mesos.policy.dl2.decision_loop import NetChooser, run_slot
@@ -110,24 +107,3 @@ def test_an_untrained_network_with_the_rule_sits_on_the_bound_at_light_load(tmp_
     without = run(DL2Policy(model_path=off), sim.config, sim.trace, 1002).avg_jct
     assert with_rule == pytest.approx(bound, rel=1e-9)
     assert without > 1.05 * bound
-
-
-def test_the_setting_is_validated_and_old_checkpoints_load_with_it_off():
-    with pytest.raises(ConfigError, match="idle_fastest"):
-        DL2Config(idle_fastest="yes")
-    d = CFG.to_dict()
-    del d["idle_fastest"]
-    assert DL2Config.from_dict(d).idle_fastest is False
-
-
-def test_set_rules_switches_the_rule_on_and_keeps_the_other(tmp_path):
-    torch.manual_seed(0)
-    src, out = tmp_path / "m.pt", tmp_path / "i.pt"
-    save_checkpoint(src, ActorCritic(replace(CFG, prune_growth=True)))
-    res = CliRunner().invoke(cli_main, ["train", "set-rules", str(src), "--idle-fastest", "--out", str(out)])
-    assert res.exit_code == 0, res.output
-    assert "idle_fastest false -> true, weights unchanged" in res.output
-    cfg = load_checkpoint(out).config
-    assert cfg.idle_fastest is True and cfg.prune_growth is True
-    wa, wb = load_checkpoint(src).net.state_dict(), load_checkpoint(out).net.state_dict()
-    assert all(torch.equal(wa[k], wb[k]) for k in wa)

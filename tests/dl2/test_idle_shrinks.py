@@ -8,17 +8,12 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
-from click.testing import CliRunner
 
 from dl2_mesos.allocation import JobAllocation
-from dl2_mesos.cli import main as cli_main
 from dl2_mesos.cluster import AgentView, ClusterState, JobView, TaskView
-from dl2_mesos.errors import ConfigError
 from dl2_mesos.jobs import JobSpec
-from dl2_mesos.policy.dl2.checkpoint import load_checkpoint, save_checkpoint
 from dl2_mesos.policy.dl2.decision_loop import run_slot
 from dl2_mesos.policy.dl2.model_config import DL2Config
-from dl2_mesos.policy.dl2.network import ActorCritic
 from dl2_mesos.policy.dl2.slot import BUNDLE, PAUSE, SHRINK_PS, SHRINK_WORKER
 from dl2_mesos.resources import Resources
 from dl2_mesos.speed_model import default_speed_model
@@ -94,24 +89,6 @@ def test_a_shrink_to_a_faster_size_stays():
     state = _state(512.0, _job("j0", 15, 1, job_type="vgg-16"))
     alloc, _ = run_slot(state, RULE, _script(("j0", SHRINK_PS)))
     assert alloc.get_counts("j0") == JobAllocation(14, 1)
-
-
-def test_the_setting_is_validated_old_checkpoints_load_with_it_off_and_set_rules_sets_it(tmp_path):
-    with pytest.raises(ConfigError, match="restore_idle_shrinks"):
-        DL2Config(restore_idle_shrinks=1)  # type: ignore[arg-type]
-    old = RULE.to_dict()
-    del old["restore_idle_shrinks"]
-    assert DL2Config.from_dict(old).restore_idle_shrinks is False
-    torch.manual_seed(0)
-    src, out = tmp_path / "m.pt", tmp_path / "r.pt"
-    save_checkpoint(src, ActorCritic(dataclasses.replace(PLAIN, restart_payback=True)))
-    res = CliRunner().invoke(cli_main, ["train", "set-rules", str(src), "--restore-idle-shrinks", "--out", str(out)])
-    assert res.exit_code == 0, res.output
-    assert "restore_idle_shrinks false -> true, weights unchanged" in res.output
-    cfg = load_checkpoint(out).config
-    assert cfg.restore_idle_shrinks and cfg.restart_payback
-    wa, wb = load_checkpoint(src).net.state_dict(), load_checkpoint(out).net.state_dict()
-    assert all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
 def test_the_rule_keeps_every_decision_valid_on_a_simulated_trace():

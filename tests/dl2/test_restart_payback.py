@@ -8,20 +8,14 @@ import math
 
 import numpy as np
 import pytest
-import torch
-from click.testing import CliRunner
 
 from dl2_mesos.allocation import JobAllocation
-from dl2_mesos.cli import main as cli_main
 from dl2_mesos.cluster import AgentView, ClusterState, JobView, TaskView
-from dl2_mesos.errors import ConfigError
 from dl2_mesos.job_types import job_type_names
 from dl2_mesos.jobs import JobSpec
-from dl2_mesos.policy.dl2.checkpoint import load_checkpoint, save_checkpoint
 from dl2_mesos.policy.dl2.decision_loop import run_slot
 from dl2_mesos.policy.dl2.growth import payback_speed, speed_and_best_beyond
 from dl2_mesos.policy.dl2.model_config import DL2Config
-from dl2_mesos.policy.dl2.network import ActorCritic
 from dl2_mesos.policy.dl2.slot import BUNDLE, PAUSE, PS, WORKER, SlotContext
 from dl2_mesos.resources import Resources
 from dl2_mesos.speed_model import default_speed_model
@@ -136,25 +130,6 @@ def test_a_policy_that_grows_whatever_it_may_leaves_a_finishing_job_alone():
     assert alloc["j0"] == JobAllocation(2, 2)
     grown, _ = run_slot(near, PRUNE, _grow_first)
     assert grown["j0"] != JobAllocation(2, 2)
-
-
-def test_the_setting_is_validated_old_checkpoints_load_with_it_off_and_set_rules_sets_it(tmp_path):
-    with pytest.raises(ConfigError, match="restart_payback"):
-        DL2Config(restart_payback="yes")  # type: ignore[arg-type]
-    old = PAYBACK.to_dict()
-    del old["restart_payback"]
-    assert DL2Config.from_dict(old).restart_payback is False
-    torch.manual_seed(0)
-    src, out = tmp_path / "m.pt", tmp_path / "p.pt"
-    save_checkpoint(src, ActorCritic(dataclasses.replace(PRUNE, idle_fastest=True)))
-    res = CliRunner().invoke(cli_main, ["train", "set-rules", str(src), "--restart-payback", "--out", str(out)])
-    assert res.exit_code == 0, res.output
-    assert "restart_payback false -> true, weights unchanged" in res.output
-    cfg = load_checkpoint(out).config
-    assert cfg.restart_payback and cfg.idle_fastest and cfg.prune_growth
-    res = CliRunner().invoke(cli_main, ["train", "set-rules", str(src), "--out", str(tmp_path / "x.pt")])
-    assert res.exit_code == 2 and "--restart-payback" in res.output
-    assert not (tmp_path / "x.pt").exists()
 
 
 def test_growth_that_stops_short_of_repaying_is_given_back_at_the_end_of_the_slot():
