@@ -84,8 +84,10 @@ def make_learner(cfg: Config, policy: Any, store: StateStore) -> OnlineLearning:
                           twin=cfg.online_twin and adapter is not None)
 
 
-def check_master(master: str, timeout: float) -> str:
-    """GET /version on a host:port master, retrying for ``timeout`` s; returns the version."""
+def check_master(master: str, timeout: float, stop: threading.Event | None = None) -> str | None:
+    """GET /version on a host:port master, retrying for ``timeout`` s; returns the version, or
+    None when ``stop`` is set before the master answers (a replica told to stop does not wait
+    out the connect timeout)."""
     if master.startswith("zk://"):
         return ""
     hostport = master if ":" in master else master + ":5050"
@@ -100,7 +102,10 @@ def check_master(master: str, timeout: float) -> str:
             last = str(exc)
         if time.monotonic() + delay > deadline:
             raise Unreachable(f"Mesos master {hostport} unreachable after {timeout:.0f}s: {last}")
-        time.sleep(delay)
+        if stop is None:
+            time.sleep(delay)
+        elif stop.wait(delay):
+            return None
         delay = min(2.0, delay * 2)
 
 
@@ -386,7 +391,8 @@ class Replica:
         driver = None
         inventory = None
         try:
-            check_master(self.cfg.master, self.cfg.connect_timeout)
+            if check_master(self.cfg.master, self.cfg.connect_timeout, self._stop) is None:
+                return  # told to stop while the master was still unreachable
             policy = self._policy_factory(self.cfg)
             core = SchedulerCore(self.cfg, policy, self.store, metrics=self.metrics)
             core.restore()

@@ -172,3 +172,23 @@ def test_cli_unreachable_zookeeper_and_master(tmp_path):
     r = _run_cli("--zk", "none", "--state-dir", str(tmp_path / "s"), "--master", f"127.0.0.1:{dead}",
                  "--connect-timeout", "2s", "--policy", "fifo", "--api", f"127.0.0.1:{free_port()}")
     assert r.returncode == 2 and "master" in r.stderr and "unreachable" in r.stderr
+
+
+def test_sigterm_while_the_master_is_unreachable_stops_at_once(tmp_path):
+    """An operator stopping a replica that is still waiting for its master (connect timeout 300 s)
+    gets it stopped in seconds, not after the connect timeout (it used to wait it out)."""
+    port = free_port()
+    proc = subprocess.Popen([DL2, "framework", "--zk", "none", "--state-dir", str(tmp_path / "s"), "--master",
+                             f"127.0.0.1:{free_port()}", "--connect-timeout", "300s", "--policy", "fifo",
+                             "--no-online-learning", "--api", f"127.0.0.1:{port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait(lambda: _get(f"http://127.0.0.1:{port}/health"), 30, "the API", procs=[proc])
+        time.sleep(1.0)  # inside the wait for the master
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "replica exiting (signal 15)" in err and "unreachable" not in err, err[-2000:]
