@@ -102,9 +102,7 @@ def check_master(master: str, timeout: float, stop: threading.Event | None = Non
             last = str(exc)
         if time.monotonic() + delay > deadline:
             raise Unreachable(f"Mesos master {hostport} unreachable after {timeout:.0f}s: {last}")
-        if stop is None:
-            time.sleep(delay)
-        elif stop.wait(delay):
+        if (stop or threading.Event()).wait(delay):
             return None
         delay = min(2.0, delay * 2)
 
