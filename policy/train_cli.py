@@ -24,6 +24,12 @@ def _seeds(text: str, hint: str) -> list[int]:
         raise click.BadParameter(exc.message, param_hint=hint) from None
 
 
+def validation_text(score: float, mix: bool) -> str:
+    """A validation score as words: one preset's score is its avg JCT; a mix's is the mean over
+    its presets of avg JCT relative to the starting model's (``trainer.validation_score``)."""
+    return f"{score:.4f} of the start" if mix else f"avg JCT {score:.0f} s"
+
+
 def _model_options(f):
     f = click.option("--window", type=click.IntRange(min=1), default=40, show_default=True,
                      help="J: jobs per window (actions 3J+1).")(f)
@@ -265,7 +271,7 @@ def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iterat
     from dl2_mesos.policy.dl2.model_config import DL2Config
     from dl2_mesos.policy.dl2.learner import LearnerConfig
     from dl2_mesos.policy.sim.settings import preset as get_preset
-    from dl2_mesos.policy.dl2.trainer import RLConfig, run_rl
+    from dl2_mesos.policy.dl2.trainer import RLConfig, presets_of, run_rl
 
     for name in preset.split(","):
         try:
@@ -292,13 +298,14 @@ def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iterat
                          features=features or "base")
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
+    mix = len(presets_of(preset)) > 1  # the validation score is then a ratio, not seconds
     bar = tqdm(total=iterations, desc="RL", unit="it")
 
     def prog(it, row):
         bar.n = it
         post = {"jct": f"{row['train_avg_jct']:.0f}"}
         if row.get("val_avg_jct"):
-            post["val"] = f"{row['val_avg_jct']:.0f}"
+            post["val"] = validation_text(row["val_avg_jct"], mix)
         bar.set_postfix(post)
         bar.refresh()
 
@@ -309,7 +316,8 @@ def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iterat
         raise click.ClickException(str(exc)) from None
     finally:
         bar.close()
-    click.echo(f"best validation avg JCT {res['best_val_avg_jct']:.0f} s; {res['wall_s']:.0f} s; "
+    click.echo(f"best validation {validation_text(res['best_val_avg_jct'], res['mix'])} "
+               f"(iteration {res['best_iteration']}); {res['wall_s']:.0f} s; "
                f"model {Path(out) / 'best.pt'}; curve {Path(out) / 'curve.png'}")
 
 
@@ -385,12 +393,10 @@ def train_pi(init, out, preset, iterations, traces_per_preset, candidates, horiz
         raise click.UsageError(str(exc)) from None
     bar = tqdm(total=iterations, desc="policy iteration", unit="it")
 
-    def score(v: float) -> str:  # one preset: avg JCT; a mix: the mean ratio to the start
-        return f"avg JCT {v:.0f} s" if len(names) == 1 else f"{v:.4f} of the start"
-
     def prog(it, row):
         bar.n = it
-        bar.set_postfix({"improved": f"{row['improved_slots']}/{row['decided_slots']}", "val": score(row["val_score"])})
+        bar.set_postfix({"improved": f"{row['improved_slots']}/{row['decided_slots']}",
+                         "val": validation_text(row["val_score"], len(names) > 1)})
         bar.refresh()
 
     try:
@@ -399,7 +405,8 @@ def train_pi(init, out, preset, iterations, traces_per_preset, candidates, horiz
         raise click.ClickException(str(exc)) from None
     finally:
         bar.close()
-    click.echo(f"best validation {score(res['best_val_score'])} (iteration {res['best_iteration']}); "
+    click.echo(f"best validation {validation_text(res['best_val_score'], len(names) > 1)} "
+               f"(iteration {res['best_iteration']}); "
                f"{res['wall_s']:.0f} s; model {Path(out) / 'best.pt'}")
 
 

@@ -173,12 +173,14 @@ def run_rl(
         resume: continue from ``out_dir/last.pt`` (weights, optimiser, iteration count).
         features: with ``init``, the feature set to train on when it extends the checkpoint's
             (:func:`~dl2_mesos.policy.dl2.widen.widen_features`: it starts deciding as before).
-    Returns a summary (best validation JCT, wall time, iterations).
+    Returns a summary: ``best_val_avg_jct`` (the best :func:`validation_score`: an avg JCT in
+    seconds for one preset, the mean ratio to the start for a mix), ``best_iteration``, ``mix``
+    (whether the score is a ratio), ``wall_s`` and ``iterations``.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(cfg.seed)
-    start_it, optim_state, best = 0, None, float("inf")
+    start_it, optim_state, best, best_it = 0, None, float("inf"), 0
     meta: dict[str, Any] = {}
     presets = presets_of(cfg.preset)
     base: dict[str, float] = {}
@@ -187,6 +189,8 @@ def run_rl(
         net, optim_state = lm.net, lm.optim
         start_it = int(lm.meta.get("iteration", 0))
         best = float(lm.meta.get("best_val_jct", float("inf")))
+        if (out / "best.pt").is_file():
+            best_it = int(load_checkpoint(out / "best.pt").meta.get("iteration", 0))
         base = dict(lm.meta.get("val_base") or {})
         meta = lm.meta
     elif init is not None:
@@ -276,7 +280,7 @@ def run_rl(
                             vf.write(f"{it},{time.time() - t0:.1f},{p_},{v_:.1f}\n")
                     row["val_avg_jct"] = val
                     if val < best:
-                        best = val
+                        best, best_it = val, it
                         save_checkpoint(out / "best.pt", net, meta={"iteration": it, "val_avg_jct": val,
                                                                       "wall_s": row["wall_s"]})
                         if cfg.rollback > 0:
@@ -305,7 +309,8 @@ def run_rl(
     plot_curve(log_path, out / "curve.png")
     if (out / "validation.csv").is_file():
         plot_wall_curve(out / "validation.csv", out / "references.json", out / "curve_wall.png")
-    return {"best_val_avg_jct": best, "wall_s": time.time() - t0, "iterations": cfg.iterations}
+    return {"best_val_avg_jct": best, "best_iteration": best_it, "mix": len(presets) > 1,
+            "wall_s": time.time() - t0, "iterations": cfg.iterations}
 
 
 def run_sl(

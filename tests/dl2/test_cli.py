@@ -9,6 +9,7 @@ import torch
 from click.testing import CliRunner
 
 from dl2_mesos.cli import main
+from dl2_mesos.policy.dl2.checkpoint import load_checkpoint
 
 
 def test_train_sl_rl_and_evaluate_on_tiny(tmp_path):
@@ -23,6 +24,9 @@ def test_train_sl_rl_and_evaluate_on_tiny(tmp_path):
                           "--workers", "0", "--updates", "2", "--batch-size", "16", "--val-seeds", "1001"])
     assert res.exit_code == 0, res.output
     assert (rl / "best.pt").is_file() and (rl / "curve.png").is_file()
+    best = load_checkpoint(rl / "best.pt").meta
+    # one preset: the validation score is an avg JCT in seconds, and the line names its iteration
+    assert f"best validation avg JCT {best['val_avg_jct']:.0f} s (iteration {best['iteration']});" in res.output
     out = tmp_path / "eval.json"
     res = r.invoke(main, ["evaluate", "--policies", "dl2,drf,optimus", "--seeds", "101-102", "--preset", "tiny",
                           "--model", str(rl / "best.pt"), "--workers", "1", "--json", str(out)])
@@ -33,6 +37,22 @@ def test_train_sl_rl_and_evaluate_on_tiny(tmp_path):
     assert doc["config"]["seeds"] == [101, 102]
     assert "vs_drf" in doc["ratios"]["dl2"]
     assert "vs DRF" in res.output
+
+
+def test_train_rl_on_a_mix_prints_its_validation_score_as_a_ratio_to_the_start(tmp_path):
+    """For a preset mix the score is the mean of avg JCT / the start's over the presets (1.0 at
+    the start), not seconds: printing it as "avg JCT 1 s" misread it."""
+    r = CliRunner()
+    rl = tmp_path / "rl"
+    res = r.invoke(main, ["train", "rl", "--out", str(rl), "--preset", "tiny,small", "--iterations", "1",
+                          "--workers", "0", "--updates", "1", "--batch-size", "16", "--val-seeds", "1001",
+                          "--eval-every", "1", "--max-slots", "40", "--window", "6", "--hidden", "16",
+                          "--references", ""])
+    assert res.exit_code == 0, res.output
+    best = load_checkpoint(rl / "best.pt").meta
+    assert 0 < best["val_avg_jct"] <= 1.0  # a ratio; iteration 0 scores exactly 1
+    assert f"best validation {best['val_avg_jct']:.4f} of the start (iteration {best['iteration']});" in res.output
+    assert "avg JCT" not in res.output.splitlines()[-1]
 
 
 def test_cli_errors_are_clear(tmp_path):
