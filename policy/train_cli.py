@@ -316,7 +316,7 @@ def train_rl(init, out, resume, preset, iterations, workers, episodes_per_iterat
         raise click.ClickException(str(exc)) from None
     finally:
         bar.close()
-    click.echo(f"best validation {validation_text(res['best_val_avg_jct'], res['mix'])} "
+    click.echo(f"best validation {validation_text(res['best_val_avg_jct'], mix)} "
                f"(iteration {res['best_iteration']}); {res['wall_s']:.0f} s; "
                f"model {Path(out) / 'best.pt'}; curve {Path(out) / 'curve.png'}")
 
@@ -391,12 +391,13 @@ def train_pi(init, out, preset, iterations, traces_per_preset, candidates, horiz
         raise click.ClickException(str(exc)) from None
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
+    mix = len(names) > 1  # the validation score is then a ratio, not seconds
     bar = tqdm(total=iterations, desc="policy iteration", unit="it")
 
     def prog(it, row):
         bar.n = it
         bar.set_postfix({"improved": f"{row['improved_slots']}/{row['decided_slots']}",
-                         "val": validation_text(row["val_score"], len(names) > 1)})
+                         "val": validation_text(row["val_score"], mix)})
         bar.refresh()
 
     try:
@@ -405,7 +406,7 @@ def train_pi(init, out, preset, iterations, traces_per_preset, candidates, horiz
         raise click.ClickException(str(exc)) from None
     finally:
         bar.close()
-    click.echo(f"best validation {validation_text(res['best_val_score'], len(names) > 1)} "
+    click.echo(f"best validation {validation_text(res['best_val_score'], mix)} "
                f"(iteration {res['best_iteration']}); "
                f"{res['wall_s']:.0f} s; model {Path(out) / 'best.pt'}")
 

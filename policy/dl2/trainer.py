@@ -174,8 +174,8 @@ def run_rl(
         features: with ``init``, the feature set to train on when it extends the checkpoint's
             (:func:`~dl2_mesos.policy.dl2.widen.widen_features`: it starts deciding as before).
     Returns a summary: ``best_val_avg_jct`` (the best :func:`validation_score`: an avg JCT in
-    seconds for one preset, the mean ratio to the start for a mix), ``best_iteration``, ``mix``
-    (whether the score is a ratio), ``wall_s`` and ``iterations``.
+    seconds for one preset, the mean ratio to the start for a mix), ``best_iteration``,
+    ``wall_s`` and ``iterations``.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -309,8 +309,8 @@ def run_rl(
     plot_curve(log_path, out / "curve.png")
     if (out / "validation.csv").is_file():
         plot_wall_curve(out / "validation.csv", out / "references.json", out / "curve_wall.png")
-    return {"best_val_avg_jct": best, "best_iteration": best_it, "mix": len(presets) > 1,
-            "wall_s": time.time() - t0, "iterations": cfg.iterations}
+    return {"best_val_avg_jct": best, "best_iteration": best_it, "wall_s": time.time() - t0,
+            "iterations": cfg.iterations}
 
 
 def run_sl(
