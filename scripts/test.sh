@@ -4,7 +4,8 @@
 # The suite runs on DL2_TEST_WORKERS processes (pytest-xdist; default 2, 0 = in this process):
 # each worker starts its own services on free ports and temporary folders, and most tests wait
 # on those services rather than the CPU. Work is stolen between workers, so one long test does
-# not hold a queue behind it.
+# not hold a queue behind it. A test marked `serial` runs with no other test beside it
+# (tests/support/dl2_rigs/serial_lock.py): live runs whose learning rounds race the workload.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"

@@ -6,6 +6,7 @@ Component-specific fixtures live in each test folder's own conftest.py.
 from __future__ import annotations
 
 import pytest
+from dl2_rigs.serial_lock import serial_tests_run_alone  # noqa: F401  (an autouse fixture)
 
 from dl2_mesos.services.hdfs import HdfsCluster, hdfs_available
 from dl2_mesos.services.zookeeper import ZooKeeperServer, zookeeper_available
@@ -42,3 +43,4 @@ def local_cluster():
     with LocalCluster(agents=2, cpus=4, mem="4GiB", allocation_interval=0.2, heartbeat_interval=2.0,
                       executor_shutdown_grace_period=2.0, status_update_retry_interval=1.0) as cluster:
         yield cluster
+

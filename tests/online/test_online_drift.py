@@ -24,6 +24,7 @@ def test_drift_workload_changes_mix_sizes_and_rate_half_way():
     assert any(d.epochs > 2 * by_type[d.job_type] for d in late if d.job_type in by_type)
 
 
+@pytest.mark.serial  # its learning rounds must finish while the live workload runs
 def test_live_online_updates_and_rollback_of_an_injected_regression(tmp_path, caplog):
     """Rollback is a statistical judgement (a drop beyond 3 standard errors of live, noisy
     per-slot rewards), so on this small rig (20 jobs, 4 agents, 2-s slots) a corrupted update
@@ -71,6 +72,7 @@ def test_live_online_updates_and_rollback_of_an_injected_regression(tmp_path, ca
     raise AssertionError(f"the injected regression was not rolled back in {len(missed)} runs: {missed}")
 
 
+@pytest.mark.serial  # its learning rounds must finish while the live workload runs
 def test_live_online_imitation_updates_the_model_on_the_cluster(tmp_path):
     """Online learning by imitation (``online_teacher``) on the live cluster: the loop labels the
     slots DL2 decided with the teacher's decisions and updates the model (new versions, the
@@ -85,6 +87,7 @@ def test_live_online_imitation_updates_the_model_on_the_cluster(tmp_path):
     assert run.finished() == len(run.jobs) == 16, run.jobs
 
 
+@pytest.mark.serial  # its learning rounds must finish while the live workload runs
 def test_live_online_twin_updates_the_model_from_a_background_process(tmp_path):
     """Online learning on simulated futures (``online_twin``) on the live cluster: rounds run in
     a background process while the loop keeps scheduling, their weights become new model
