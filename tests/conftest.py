@@ -43,4 +43,3 @@ def local_cluster():
     with LocalCluster(agents=2, cpus=4, mem="4GiB", allocation_interval=0.2, heartbeat_interval=2.0,
                       executor_shutdown_grace_period=2.0, status_update_retry_interval=1.0) as cluster:
         yield cluster
-
