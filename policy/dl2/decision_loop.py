@@ -17,14 +17,12 @@ from dl2_mesos.cluster import ClusterState
 from dl2_mesos.policy.dl2.idle import idle_allocation
 from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.network import Actor, NumpyActor
-from dl2_mesos.policy.dl2.slot import PS, WORKER, SlotContext
+from dl2_mesos.policy.dl2.sampling import bad_state_action, draw_action
+from dl2_mesos.policy.dl2.slot import SlotContext
 from dl2_mesos.policy.dl2.step import Step
 
 #: chooser(features, mask, context, window) -> action index
 Chooser = Callable[[np.ndarray, np.ndarray, SlotContext, np.ndarray], int]
-
-#: worker/PS ratio above which a job counts as unbalanced (paper: 10)
-BAD_RATIO = 10.0
 
 
 def run_slot(state: ClusterState, cfg: DL2Config, choose: Chooser) -> tuple[Allocation, list[Step]]:
@@ -73,28 +71,24 @@ def run_slot_greedy(state: ClusterState, cfg: DL2Config, fast: NumpyActor,
     return run_slot_greedy_fast(state, cfg, fast, record=record)
 
 
+def run_slot_chosen(state: ClusterState, cfg: DL2Config, chooser: NetChooser,
+                    record: bool = True) -> tuple[Allocation, list[Step]]:
+    """Decide one slot with ``chooser``'s network, rule and generator: the steps and draws of
+    ``run_slot(state, cfg, chooser)``, through the incremental loop where it applies (a sampling
+    chooser, ``arch="shared"``), which costs a fraction of a forward pass per inference (see
+    :mod:`~dl2_mesos.policy.dl2.greedy`). The steps carry input vectors and masks only when
+    ``record`` is set (``run_slot`` always keeps them)."""
+    if not chooser.sample:
+        if chooser.epsilon > 0:
+            return run_slot(state, cfg, chooser)
+        return run_slot_greedy(state, cfg, chooser.fast, record=record)
+    if cfg.arch != "shared":
+        return run_slot(state, cfg, chooser)
+    from dl2_mesos.policy.dl2.greedy import run_slot_sampled_fast
+
+    return run_slot_sampled_fast(state, cfg, chooser.fast, chooser.rng, chooser.epsilon, record=record)
 
 
-def bad_state_action(ctx: SlotContext, window: np.ndarray, mask: np.ndarray) -> int | None:
-    """The paper's job-aware exploration rule: the fixing action for the first unbalanced job.
-
-    Workers but no PS -> +PS; PS but no worker -> +worker; workers/PS or PS/workers above 10 ->
-    add the scarce role. Returns None when no window job is in a bad state (or its fix is masked).
-    """
-    K = ctx.K
-    for col, i in enumerate(window):
-        p, w = int(ctx.ps[i]), int(ctx.w[i])
-        if ctx.max_ps[i] == 0:
-            continue  # all-reduce job: no PS to balance
-        if w > 0 and (p == 0 or w / p > BAD_RATIO):
-            a = K * col + PS
-        elif p > 0 and (w == 0 or p / w > BAD_RATIO):
-            a = K * col + WORKER
-        else:
-            continue
-        if mask[a]:
-            return a
-    return None
 
 
 class NetChooser:
@@ -135,17 +129,7 @@ class NetChooser:
         logits = np.where(mask, self.fast.logits(x), -np.inf)
         if not self.sample:
             return int(logits.argmax())
-        p = action_probabilities(logits)
-        c = np.cumsum(p)
-        return int(min(np.searchsorted(c, self.rng.random() * c[-1], side="right"), len(p) - 1))
-
-
-def action_probabilities(masked_logits: np.ndarray) -> np.ndarray:
-    """Softmax (float64) over logits whose masked entries are -inf (those get probability 0):
-    the distribution :func:`~dl2_mesos.policy.dl2.network.masked_log_probs` gives in torch."""
-    z = masked_logits.astype(np.float64)
-    e = np.exp(z - z.max())
-    return e / e.sum()
+        return draw_action(logits, self.rng)
 
 
 def random_chooser(seed: int = 0) -> Chooser:

@@ -15,7 +15,7 @@ from threadpoolctl import ThreadpoolController
 
 from dl2_mesos.allocation import Allocation
 from dl2_mesos.cluster import ClusterState
-from dl2_mesos.policy.dl2.decision_loop import NetChooser, run_slot, run_slot_greedy
+from dl2_mesos.policy.dl2.decision_loop import NetChooser, run_slot_chosen, run_slot_greedy
 from dl2_mesos.policy.dl2.checkpoint import LoadedModel, load_checkpoint
 from dl2_mesos.policy.dl2.greedy import run_slot_greedy_fast
 from dl2_mesos.policy.dl2.network import ActorCritic
@@ -88,7 +88,7 @@ class DL2Policy:
             # same for numpy's BLAS (the greedy path runs the network in numpy)
             with torch.inference_mode(), _blas_controller().limit(limits=1, user_api="blas"):
                 if self.sample:
-                    alloc, steps = run_slot(state, self.config, self._chooser)
+                    alloc, steps = run_slot_chosen(state, self.config, self._chooser)
                 elif self.config.arch == "shared":
                     record = self.recorder is not None  # the steps are only needed to learn from
                     alloc, steps = run_slot_greedy_fast(state, self.config, self._fast, record=record,

@@ -1,9 +1,10 @@
-"""Fast greedy decision of one slot (``arch="shared"``): the loop behind ``DL2Policy.decide``.
+"""Fast decision of one slot (``arch="shared"``): the loop behind ``DL2Policy.decide``, greedy,
+and behind the training rollouts, sampled.
 
-It makes the decisions of :func:`~dl2_mesos.policy.dl2.decision_loop.run_slot` with a greedy chooser
-(a full forward pass per inference), but each inference costs a couple of dozen small numpy
-operations, because everything the network computes is linear in a job's hidden vector except
-the per-job encoder itself:
+It makes the decisions of :func:`~dl2_mesos.policy.dl2.decision_loop.run_slot` with a greedy (or
+a sampling) chooser, which runs a full forward pass per inference, but each inference costs a
+couple of dozen small numpy operations, because everything the network computes is linear in a
+job's hidden vector except the per-job encoder itself:
 
 * Each job's logits are ``h_j @ A + pooled @ B + g @ C + b`` and the void head's first layer is
   ``pooled @ D + g @ E + c``, where ``pooled`` is the mean of the window's hidden vectors. So
@@ -33,7 +34,12 @@ step; a variant that compared the logits in float64 parted once, between 1.19662
 1.19662805 (numpy: a float32 tie; torch: the other order).
 
 Full input vectors and masks are kept in the steps only when ``record`` is set (online
-learning, training rollouts).
+learning, training rollouts); the input vector is assembled from the window's feature rows,
+kept current as the actions change them, instead of being rebuilt for every inference.
+
+Sampled decisions draw from the same masked logits with the same generator calls as the
+sampling chooser (:mod:`~dl2_mesos.policy.dl2.sampling`), so a seeded rollout takes the same
+steps either way (``tests/dl2/test_greedy_equivalence.py``).
 """
 
 from __future__ import annotations
@@ -55,8 +61,9 @@ from dl2_mesos.policy.dl2.features import (
     F_WORKERS,
     NUM_GLOBAL_FEATURES,
 )
-from dl2_mesos.policy.dl2.step import Step
 from dl2_mesos.policy.dl2.network import NumpyActor
+from dl2_mesos.policy.dl2.sampling import bad_state_action, draw_action
+from dl2_mesos.policy.dl2.step import Step
 from dl2_mesos.policy.dl2.slot import SlotContext
 
 _NO_FEATURES = np.zeros(0, dtype=np.float32)
@@ -172,6 +179,26 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
 
     With ``keep_steps=False`` (a decision nobody learns from) the steps list stays empty.
     """
+    return _run_slot_fast(state, cfg, fast, record, keep_steps, None, 0.0)
+
+
+def run_slot_sampled_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, rng: np.random.Generator,
+                          epsilon: float = 0.0, record: bool = False):
+    """Sampled decision of one slot (the training rollouts' and the rollout teacher's), with
+    the incremental inference of the greedy loop; returns (allocation, steps) like ``run_slot``.
+
+    Every choice is drawn as :class:`~dl2_mesos.policy.dl2.decision_loop.NetChooser` draws it
+    (:func:`~dl2_mesos.policy.dl2.sampling.draw_action` over the same logits, and with
+    probability ``epsilon`` the job-aware fixing action first), from the same generator calls:
+    with equal seeds the two loops take the same steps, except where a draw falls within float
+    rounding of a boundary between two actions' probabilities.
+    """
+    return _run_slot_fast(state, cfg, fast, record, True, rng, epsilon)
+
+
+def _run_slot_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, record: bool, keep_steps: bool,
+                   rng: np.random.Generator | None, epsilon: float):
+    """The incremental loop: greedy when ``rng`` is None, else sampled (with exploration)."""
     keep_steps = keep_steps or record
     if cfg.idle_fastest:
         idle = idle_allocation(state)
@@ -209,12 +236,15 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
     ctx_part, void_pre = pre[K : 2 * K], pre[2 * K :]
     act = np.empty(hidden, dtype=np.float64)
     zero = np.zeros(hidden, dtype=np.float64)
+    n_features = ctx.static.shape[1]
+    x_size = ctx.J * n_features + _G
     for w_index, window in enumerate(ctx.windows):
         k = len(window)
         cols = window.tolist()
         project = kernel.projector(k)
         rows = np.ones((k, static.shape[1]), dtype=np.float32)  # with the trailing 1
         rows[:, :-1] = ctx.job_rows(window)
+        job_inputs = rows[:, :-1]  # view: the window's part of the network input, kept current
         Urows = [project(r) for r in rows]  # each job's current projection (2K + H)
         usum = np.stack(Urows).sum(axis=0, dtype=np.float64)
         full = ctx.mask(window)
@@ -234,11 +264,28 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
             np.maximum(void_pre, zero, out=act)
             v = np.float32(act.dot(w2) + b2)
             np.add(JPm, ctx_part.astype(np.float32), out=vals)
-            a = int(vals.argmax())
+            if rng is None:
+                a = int(vals.argmax())
+                col, kind = divmod(a, K)
+                stop = bool(v > vals[col, kind])  # void is the last action: it wins only when strictly larger
+            else:
+                a = -1
+                if epsilon > 0 and rng.random() < epsilon:
+                    fix = bad_state_action(ctx, window, full)
+                    if fix is not None:
+                        a = fix
+                if a < 0:
+                    a = draw_action(np.append(vals.ravel(), v), rng)  # index k * K is void
+                col, kind = divmod(a, K)
+                stop = a == k * K
             budget -= 1
-            x = ctx.features(window, w_index) if record else _NO_FEATURES
-            col, kind = divmod(a, K)
-            if v > vals[col, kind]:  # void is the last action: it wins only when strictly larger
+            if record:  # the network input: SlotContext.features from the rows kept current
+                x = np.zeros(x_size, dtype=np.float32)
+                x[: k * n_features] = job_inputs.ravel()
+                x[-_G:] = g32
+            else:
+                x = _NO_FEATURES
+            if stop:
                 if keep_steps:
                     steps.append(Step(x, full if record else _NO_MASK, void, None))
                 break
@@ -262,6 +309,7 @@ def run_slot_greedy_fast(state: ClusterState, cfg: DL2Config, fast: NumpyActor, 
             if with_gains:
                 row[F_GAIN_W : F_HEADROOM + 1] = ctx.gains(i, p_i, w_i)
             u = project(row)
+            rows[col] = row
             usum += u - Urows[col]  # the change (float32), summed in float64
             Urows[col] = u
             if record:  # the recorded step keeps the mask it was decided with

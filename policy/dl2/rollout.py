@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from dl2_mesos.allocation import Allocation
-from dl2_mesos.policy.dl2.decision_loop import NetChooser, run_slot, run_slot_greedy
+from dl2_mesos.policy.dl2.decision_loop import NetChooser, run_slot_chosen, run_slot_greedy
 from dl2_mesos.policy.dl2.network import NumpyActor
 from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.features import input_size
@@ -136,7 +136,7 @@ def run_episode(spec: EpisodeSpec) -> EpisodeResult:
             if state.jobs:
                 with torch.inference_mode():
                     if spec.sample or spec.epsilon > 0:
-                        alloc, steps = run_slot(state, cfg, chooser)
+                        alloc, steps = run_slot_chosen(state, cfg, chooser, record=spec.record)
                     else:  # greedy evaluation: the fast incremental path DL2Policy uses
                         alloc, steps = run_slot_greedy(state, cfg, fast, record=spec.record)
             else:

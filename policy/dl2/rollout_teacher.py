@@ -32,7 +32,7 @@ import copy
 from dl2_mesos.allocation import Allocation, JobAllocation
 from dl2_mesos.cluster import ClusterState, JobView
 from dl2_mesos.policy.dl2.growth import speed_and_best_lists
-from dl2_mesos.policy.dl2.decision_loop import NetChooser, run_slot
+from dl2_mesos.policy.dl2.decision_loop import NetChooser, run_slot_chosen
 from dl2_mesos.policy.dl2.greedy import run_slot_greedy_fast
 from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.network import Actor, NumpyActor
@@ -150,7 +150,7 @@ class RolloutImprover:
         self.decided += 1
         others: list[Allocation] = []
         for _ in range(self.candidates - 1):
-            alloc, _ = run_slot(state, self.cfg, self.sampler)
+            alloc, _ = run_slot_chosen(state, self.cfg, self.sampler, record=False)
             if alloc != greedy and alloc not in others:
                 others.append(alloc)
         if self.edits:

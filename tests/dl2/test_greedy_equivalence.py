@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from dl2_mesos.policy.dl2.decision_loop import NetChooser, run_slot, run_slot_greedy
+from dl2_mesos.policy.dl2.decision_loop import NetChooser, run_slot, run_slot_chosen, run_slot_greedy
 from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.network import ActorCritic, NumpyActor
 
@@ -98,3 +98,57 @@ def test_same_steps_with_the_default_network_size(seed):
     fast = run_slot_greedy(state, net.cfg, fast_actor)
     assert_same_steps(ref, fast, state, fast_actor.logits)
     assert len(ref[1]) > 5
+
+
+def _same_record(ref, fast) -> bool:
+    """Whether two (allocation, steps) results took the same steps with the same recorded
+    inputs and masks and ended at the same allocation."""
+    (a1, s1), (a2, s2) = ref, fast
+    return a1 == a2 and len(s1) == len(s2) and all(
+        x.action == y.action and x.job_id == y.job_id and np.array_equal(x.features, y.features)
+        and np.array_equal(x.mask, y.mask) for x, y in zip(s1, s2))
+
+
+@pytest.mark.parametrize("block", range(4))
+def test_sampled_fast_loop_draws_what_the_sampling_chooser_draws(block, monkeypatch):
+    """The incremental loop with a generator (training rollouts) takes the steps of ``run_slot``
+    with a sampling chooser seeded alike: same draws, same exploration fixes (every other case
+    explores with probability 0.4, and its network favours +worker, so that jobs become
+    unbalanced and the fixes happen), same recorded inputs and masks, same allocation."""
+    from dl2_mesos.policy.dl2 import decision_loop
+
+    fixes = []
+    rule = decision_loop.bad_state_action
+
+    def counted(ctx, window, mask):  # the reference loop's rule, counting the fixes it makes
+        a = rule(ctx, window, mask)
+        fixes.append(a is not None)
+        return a
+
+    monkeypatch.setattr(decision_loop, "bad_state_action", counted)
+    steps = parted = 0
+    for seed in range(4000 + 25 * block, 4025 + 25 * block):
+        net, state = _random_case(seed)
+        eps = 0.4 if seed % 2 else 0.0
+        if eps:
+            with torch.no_grad():
+                net.actor.job_head.bias[0] += 4.0  # +worker
+        chooser = NetChooser(net.actor, sample=True, epsilon=eps, seed=seed)
+        ref = run_slot(state, net.cfg, chooser)
+        fast = run_slot_chosen(state, net.cfg, NetChooser(net.actor, sample=True, epsilon=eps, seed=seed))
+        parted += not _same_record(ref, fast)
+        steps += len(ref[1])
+    assert steps > 200 and sum(fixes) >= 3, "the random cases make decisions, some of them fixes"
+    assert parted <= 1, "a draw parts only within float rounding of a probability boundary"
+
+
+def test_sampled_fast_loop_changes_with_the_seed():
+    """The draws come from the generator: another seed takes other steps somewhere (so the
+    comparison above can fail)."""
+    differ = 0
+    for seed in range(4100, 4110):
+        net, state = _random_case(seed)
+        a = run_slot_chosen(state, net.cfg, NetChooser(net.actor, sample=True, seed=1))
+        b = run_slot_chosen(state, net.cfg, NetChooser(net.actor, sample=True, seed=2))
+        differ += not _same_record(a, b)
+    assert differ >= 3

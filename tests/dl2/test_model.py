@@ -91,7 +91,8 @@ def test_sampled_choice_follows_the_torch_policy_distribution(arch):
     torch actor's masked softmax, and its draws follow them."""
     import numpy as np
 
-    from dl2_mesos.policy.dl2.decision_loop import NetChooser, action_probabilities
+    from dl2_mesos.policy.dl2.decision_loop import NetChooser
+    from dl2_mesos.policy.dl2.sampling import action_probabilities
     from dl2_mesos.policy.dl2.network import NumpyActor
 
     torch.manual_seed(3)

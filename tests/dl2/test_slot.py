@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from dl2_mesos.allocation import validate_allocation
-from dl2_mesos.policy.dl2.decision_loop import bad_state_action, random_chooser, run_slot
+from dl2_mesos.policy.dl2.decision_loop import random_chooser, run_slot
+from dl2_mesos.policy.dl2.sampling import bad_state_action
 from dl2_mesos.policy.dl2.model_config import DL2Config
 from dl2_mesos.policy.dl2.features import F_PS, F_VALID, F_WORKERS, NUM_GLOBAL_FEATURES, NUM_JOB_FEATURES
 from dl2_mesos.policy.dl2.slot import SlotContext
