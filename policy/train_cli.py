@@ -203,7 +203,9 @@ def train_set_rules(model, prune_growth, idle_fastest, restart_payback, restore_
 @click.option("--init", type=click.Path(dir_okay=False, exists=True), help="Start from this checkpoint (e.g. SL).")
 @click.option("--out", type=click.Path(file_okay=False), default="runs/rl", show_default=True, callback=output_folder,
               help="Run directory: log.csv, last.pt, best.pt, curve.png.")
-@click.option("--resume", is_flag=True, help="Continue from OUT/last.pt.")
+@click.option("--resume", is_flag=True,
+              help="Continue from OUT/last.pt (weights, optimiser, iteration; the traces drawn "
+                   "from then on differ from an uninterrupted run's).")
 @click.option("--preset", default="reference", show_default=True,
               help="Preset, or a comma-separated mix (e.g. reference,small): episodes alternate between them and "
                    "validation scores the mean avg JCT relative to the starting model's.")

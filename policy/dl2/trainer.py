@@ -170,7 +170,11 @@ def run_rl(
 
     Args:
         init: checkpoint to start from (e.g. the supervised warm-up); None = random weights.
-        resume: continue from ``out_dir/last.pt`` (weights, optimiser, iteration count).
+        resume: continue from ``out_dir/last.pt`` (weights, optimiser, iteration count). The
+            traces drawn after a resume come from a generator seeded with ``seed`` plus the
+            iteration resumed at, so a resumed run is one more run of the recipe from that
+            point, not the uninterrupted run's continuation (measured: the same validation
+            to the digit until the resume, another curve after it).
         features: with ``init``, the feature set to train on when it extends the checkpoint's
             (:func:`~dl2_mesos.policy.dl2.widen.widen_features`: it starts deciding as before).
     Returns a summary: ``best_val_avg_jct`` (the best :func:`validation_score`: an avg JCT in
