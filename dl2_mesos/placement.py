@@ -146,13 +146,6 @@ class PlacementBoard:
             uc, ug, um = self._used[i]
             self._set_used(i, (uc + c, ug + g, um + m))
 
-    def charge_used(self, used: Iterable[tuple[int, Sequence[float]]]) -> None:
-        """Charge (agent position, (cpus, gpus, mem)) pairs, one state change per agent: on an
-        agent with nothing charged yet, the use its tasks sum to, charged one by one."""
-        for i, (c, g, m) in used:
-            uc, ug, um = self._used[i]
-            self._set_used(i, (uc + c, ug + g, um + m))
-
     def release(self, agent_id: str, demand: Resources) -> None:
         """Give back ``demand`` on ``agent_id``."""
         i = self._index[agent_id]

@@ -89,8 +89,6 @@ def run_slot_chosen(state: ClusterState, cfg: DL2Config, chooser: NetChooser,
     return run_slot_sampled_fast(state, cfg, chooser.fast, chooser.rng, chooser.epsilon, record=record)
 
 
-
-
 class NetChooser:
     """Chooses with the actor network: greedy (argmax) or sampled, optionally with exploration.
 

@@ -181,24 +181,14 @@ class SlotContext:
         #: bumped whenever some demand stops fitting on every agent (masks must be rebuilt)
         self.fit_version = 0
         if config.start == "current":
-            # Running tasks, summed per agent in task order (the sums a task-by-task charge
-            # makes, from zero), then one state change per agent on the board.
-            aused, free, where, row_of = self._aused, self._free, self._where, self._row
-            agent_index = self._agent_index
             for t in state.tasks:
-                a = agent_index[t.agent_id]
-                d = t.resources
-                u = aused[a]
-                u[0] += d.cpus
-                u[1] += d.gpus
-                u[2] += d.mem
-                free[0] -= d.cpus
-                free[1] -= d.gpus
-                free[2] -= d.mem
-                i = row_of.get(t.job_id)
+                a = self._agent_index[t.agent_id]
+                self._charge(a, t.resources)
+                i = self._row.get(t.job_id)
                 if i is not None:
-                    where[i][0 if t.role == "worker" else 1].append(a)
-            self.board.charge_used((a, u) for a, u in enumerate(aused) if u[0] or u[1] or u[2])
+                    self._where[i][0 if t.role == "worker" else 1].append(a)
+            # one state change per agent on the board (the same sums as charging task by task)
+            self.board.charge_many((t.agent_id, t.resources) for t in state.tasks)
             self.ps = self.ps0.copy()
             self.w = self.w0.copy()
         else:
