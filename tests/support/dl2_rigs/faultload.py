@@ -363,6 +363,10 @@ class _CallLog:
         return len(wave), max(a for _, a, _ in wave) - start, all_acked, missing, start
 
 
+BUSY_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+"""The resolution of the machine's busy time (``/proc/stat`` counts clock ticks)."""
+
+
 class _CpuSampler:
     """CPU seconds of the run's main processes and the machine's busy time, sampled from a thread.
 
@@ -404,14 +408,20 @@ class _CpuSampler:
     def _run(self) -> None:
         while not self._stop.wait(self.period):
             cpu = {name: self._cpu(pid) for name, pid in self._pids().items()}
+            # stamp the machine reading itself (not the process reads before it), so that the busy
+            # time between two samples fits in the time between their stamps
+            before = time.monotonic()
             t = self._psutil.cpu_times()
+            stamp = (before + time.monotonic()) / 2
             busy = t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0) \
                 + getattr(t, "steal", 0.0)
-            self.samples.append((time.monotonic(), cpu, busy))
+            self.samples.append((stamp, cpu, busy))
 
     def window(self, start: float, end: float) -> tuple[float, dict[str, float], float] | None:
         """(seconds covered, CPU seconds by process, machine busy core-seconds) from the last sample
-        at or before ``start`` to the first at or after ``end``; None when the samples miss it."""
+        at or before ``start`` to the first at or after ``end``; None when the samples miss it.
+        The kernel counts busy time in clock ticks, so the busy figure may pass cores x seconds by
+        up to a tick per core at each end (:data:`BUSY_TICK_S`)."""
         before = [s for s in self.samples if s[0] <= start]
         after = [s for s in self.samples if s[0] >= end]
         if not before or not after:
